@@ -1,0 +1,3 @@
+from knowmind.cli import main
+
+raise SystemExit(main())

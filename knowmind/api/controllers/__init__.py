@@ -1,0 +1,1 @@
+"""Thin HTTP controllers: parse, call a service, shape the response."""

@@ -1,0 +1,65 @@
+"""Server administration: tenants and their tokens (server admin token only)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from litestar import Controller, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
+
+from knowmind.api.guards import SERVER_ADMIN
+from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut
+from knowmind.runtime import Runtime
+from knowmind.store.rows import TenantRow
+
+__all__ = ["AdminController"]
+
+
+def _tenant_out(row: TenantRow) -> TenantOut:
+    return TenantOut(
+        id=row.id,
+        name=row.name,
+        language=row.language,
+        embedding_model=row.embedding_model,
+        embedding_dim=row.embedding_dim,
+        created_at=row.created_at,
+    )
+
+
+class AdminController(Controller):
+    path = "/v1/admin"
+    tags = ["admin"]
+    opt = {"scope": SERVER_ADMIN}
+
+    @post("/tenants", status_code=HTTP_201_CREATED)
+    async def create_tenant(
+        self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime]
+    ) -> TenantOut:
+        language = data.language or runtime.settings.default_language
+        return _tenant_out(await runtime.admin.create_tenant(data.name, language))
+
+    @get("/tenants")
+    async def list_tenants(self, runtime: NamedDependency[Runtime]) -> list[TenantOut]:
+        return [_tenant_out(row) for row in await runtime.admin.list_tenants()]
+
+    @post("/tenants/{tenant_id:uuid}/tokens", status_code=HTTP_201_CREATED)
+    async def create_token(
+        self, tenant_id: FromPath[UUID], data: JSONBody[TokenIn], runtime: NamedDependency[Runtime]
+    ) -> TokenOut:
+        issued = await runtime.admin.create_token(tenant_id, list(data.scopes))
+        row = issued.row
+        return TokenOut(
+            id=row.id,
+            tenant_id=row.tenant_id,
+            token=issued.token,
+            scopes=row.scopes,
+            created_at=row.created_at,
+        )
+
+    @delete("/tokens/{token_id:uuid}", status_code=HTTP_204_NO_CONTENT)
+    async def revoke_token(
+        self, token_id: FromPath[UUID], runtime: NamedDependency[Runtime]
+    ) -> None:
+        await runtime.admin.revoke_token(token_id)

@@ -1,0 +1,33 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Response, get
+from litestar.di import NamedDependency
+from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
+
+from knowmind import __version__
+from knowmind.runtime import Runtime
+
+__all__ = ["HealthController"]
+
+
+class HealthController(Controller):
+    tags = ["health"]
+
+    @get("/health")
+    async def health(self) -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok", "version": __version__}
+
+    @get("/ready")
+    async def ready(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:
+        """Database reachable, schema at head, embedder loaded."""
+        checks = await runtime.readiness()
+        ok = all(value == "ok" for value in checks.values())
+        status = HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE
+        return Response(
+            {"status": "ok" if ok else "unavailable", "checks": checks}, status_code=status
+        )

@@ -1,0 +1,106 @@
+"""Remember, read, list and delete memories."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from litestar import Controller, Response, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
+
+from knowmind.api.schemas import MemoryIn, MemoryList, MemoryOut, RememberOut
+from knowmind.errors import InvalidInputError
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.services.memories import MemoryDraft
+from knowmind.store.rows import MemoryRow
+
+__all__ = ["MemoryController"]
+
+
+def memory_out(row: MemoryRow) -> MemoryOut:
+    return MemoryOut(
+        id=row.id,
+        title=row.title,
+        content=row.content,
+        memory_type=row.memory_type,
+        tags=row.tags,
+        source=row.source,
+        domain=row.domain,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        document_id=row.document_id,
+        chunks=row.chunk_count,
+    )
+
+
+def _reject_nul(value: Any, field: str) -> None:
+    """PostgreSQL text and jsonb cannot hold NUL characters."""
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidInputError(field, "must not contain NUL characters")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _reject_nul(key, field)
+            _reject_nul(item, field)
+    elif isinstance(value, list):
+        for item in value:
+            _reject_nul(item, field)
+
+
+class MemoryController(Controller):
+    path = "/v1/memories"
+    tags = ["memories"]
+
+    @post("/", opt={"scope": "write"})
+    async def remember(
+        self,
+        data: JSONBody[MemoryIn],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> Response[RememberOut]:
+        _reject_nul(data.metadata, "metadata")
+        draft = MemoryDraft(
+            content=data.content,
+            title=data.title,
+            memory_type=data.memory_type,
+            tags=tuple(data.tags),
+            source=data.source,
+            domain=data.domain,
+            metadata=data.metadata,
+        )
+        done = await runtime.memories.remember(principal, draft)
+        status = HTTP_201_CREATED if done.status == "created" else HTTP_200_OK
+        return Response(RememberOut(done.id, done.status, done.chunks), status_code=status)  # type: ignore[arg-type]
+
+    @get("/{memory_id:uuid}", opt={"scope": "read"})
+    async def get_memory(
+        self,
+        memory_id: FromPath[UUID],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> MemoryOut:
+        return memory_out(await runtime.memories.get(principal, memory_id))
+
+    @get("/", opt={"scope": "read"})
+    async def list_memories(
+        self,
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+        limit: Annotated[int, QueryParameter(ge=1, le=100)] = 20,
+        cursor: Annotated[str | None, QueryParameter(max_length=200)] = None,
+    ) -> MemoryList:
+        rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor)
+        return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)
+
+    @delete("/{memory_id:uuid}", opt={"scope": "write"}, status_code=HTTP_204_NO_CONTENT)
+    async def delete_memory(
+        self,
+        memory_id: FromPath[UUID],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> None:
+        await runtime.memories.delete(principal, memory_id)

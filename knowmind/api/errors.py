@@ -1,0 +1,68 @@
+"""Map errors to JSON responses: 422 for every input problem, naming the field."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERNAL_SERVER_ERROR
+
+from knowmind.errors import InvalidInputError, KnowmindError
+
+__all__ = ["exception_handlers"]
+
+log = structlog.get_logger(__name__)
+_MSGSPEC_PATH = re.compile(r" - at `\$\.?([^`]*)`")
+
+
+def _body(status: int, detail: str, **extra: Any) -> Response[dict[str, Any]]:
+    return Response({"status_code": status, "detail": detail, **extra}, status_code=status)
+
+
+def _field_of(error: ValidationException) -> tuple[str, str]:
+    """Litestar wraps msgspec's message ('Expected `int` <= 25 - at `$.k`') in ``extra``."""
+    extras = error.extra if isinstance(error.extra, list) else []
+    for item in extras:
+        if isinstance(item, dict) and item.get("message"):
+            message = str(item["message"])
+            match = _MSGSPEC_PATH.search(message)
+            field = item.get("key") or (match.group(1) if match else None) or "body"
+            return str(field), _MSGSPEC_PATH.sub("", message)
+    detail = str(error.detail)
+    if "json" in detail.lower() or "malformed" in detail.lower():
+        return "body", "malformed JSON"
+    return "body", detail
+
+
+def on_validation_error(_: Request, error: ValidationException) -> Response[dict[str, Any]]:
+    field, message = _field_of(error)
+    return _body(HTTP_422_UNPROCESSABLE_ENTITY, f"{field}: {message}", field=field)
+
+
+def on_knowmind_error(_: Request, error: KnowmindError) -> Response[dict[str, Any]]:
+    if isinstance(error, InvalidInputError):
+        return _body(error.status_code, str(error), field=error.field)
+    return _body(error.status_code, str(error))
+
+
+def on_http_error(_: Request, error: HTTPException) -> Response[dict[str, Any]]:
+    response = _body(error.status_code, str(error.detail))
+    if error.headers:
+        response.headers.update(error.headers)
+    return response
+
+
+def on_unexpected_error(_: Request, error: Exception) -> Response[dict[str, Any]]:
+    log.exception("request.unhandled_error", error_type=type(error).__name__)
+    return _body(HTTP_500_INTERNAL_SERVER_ERROR, "internal server error")
+
+
+exception_handlers = {
+    ValidationException: on_validation_error,
+    KnowmindError: on_knowmind_error,
+    HTTPException: on_http_error,
+    Exception: on_unexpected_error,
+}

@@ -1,0 +1,130 @@
+"""Request and response bodies of the HTTP API (msgspec structs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import msgspec
+from msgspec import Meta, Struct
+
+__all__ = [
+    "MemoryIn",
+    "MemoryList",
+    "MemoryOut",
+    "RecallFilters",
+    "RecallHit",
+    "RecallIn",
+    "RecallOut",
+    "RememberOut",
+    "TenantIn",
+    "TenantOut",
+    "TokenIn",
+    "TokenOut",
+]
+
+_NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, Meta(pattern=_NO_NUL, description="text without NUL characters")]
+NonEmptyText = Annotated[str, Meta(min_length=1, pattern=_NO_NUL)]
+ShortText = Annotated[str, Meta(min_length=1, max_length=500, pattern=_NO_NUL)]
+Scope = Literal["read", "write", "admin"]
+MemoryType = Literal["semantic", "episodic", "procedural", "reference"]
+
+
+class TenantIn(Struct):
+    name: Annotated[str, Meta(min_length=1, max_length=200, pattern=_NO_NUL)]
+    language: Annotated[str, Meta(min_length=1, max_length=63, pattern=r"^[a-z_]+$")] | None = None
+
+
+class TenantOut(Struct):
+    id: UUID
+    name: str
+    language: str
+    embedding_model: str
+    embedding_dim: int
+    created_at: datetime
+
+
+class TokenIn(Struct):
+    scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3)]
+
+
+class TokenOut(Struct):
+    id: UUID
+    tenant_id: UUID
+    token: str
+    scopes: list[str]
+    created_at: datetime
+
+
+class MemoryIn(Struct):
+    """Unknown keys are ignored (never guessed)."""
+
+    content: NonEmptyText
+    title: Annotated[str, Meta(max_length=500, pattern=_NO_NUL)] | None = None
+    memory_type: MemoryType = "semantic"
+    tags: Annotated[list[ShortText], Meta(max_length=100)] = msgspec.field(default_factory=list)
+    source: ShortText | None = None
+    domain: ShortText | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class RememberOut(Struct):
+    id: UUID
+    status: Literal["created", "unchanged"]
+    chunks: int
+
+
+class MemoryOut(Struct):
+    id: UUID
+    title: str | None
+    content: str
+    memory_type: str
+    tags: list[str]
+    source: str | None
+    domain: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    valid_from: datetime
+    valid_to: datetime | None
+    document_id: UUID | None
+    chunks: int
+
+
+class MemoryList(Struct):
+    items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class RecallFilters(Struct):
+    memory_type: MemoryType | None = None
+    tags: Annotated[list[ShortText], Meta(max_length=20)] = msgspec.field(default_factory=list)
+    source: ShortText | None = None
+    domain: ShortText | None = None
+    document_id: UUID | None = None
+
+
+class RecallIn(Struct):
+    query: Annotated[str, Meta(min_length=1, max_length=4000, pattern=_NO_NUL)]
+    k: Annotated[int, Meta(ge=1, le=25)] = 5
+    filters: RecallFilters | None = None
+
+
+class RecallHit(Struct):
+    memory_id: UUID
+    chunk_id: UUID
+    title: str | None
+    content: str
+    source: str | None
+    memory_type: str
+    created_at: datetime
+    score: float
+    stages: dict[str, int | None]
+
+
+class RecallOut(Struct):
+    results: list[RecallHit]
+    timings_ms: dict[str, float]
+    degraded: bool
+    degraded_reasons: list[str]

@@ -1,0 +1,57 @@
+"""The application factory: ``create_app(settings)`` wires controllers, runtime and logging."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+
+from knowmind import __version__
+from knowmind.api.controllers.admin import AdminController
+from knowmind.api.controllers.health import HealthController
+from knowmind.api.controllers.memories import MemoryController
+from knowmind.api.controllers.recall import RecallController
+from knowmind.api.errors import exception_handlers
+from knowmind.api.guards import auth_guard, provide_principal
+from knowmind.logging import RequestLogMiddleware
+from knowmind.models.base import Embedder
+from knowmind.runtime import Runtime
+from knowmind.settings import Settings
+
+__all__ = ["create_app"]
+
+
+def _provide_runtime(state: State) -> Runtime:
+    return state.runtime
+
+
+def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar:
+    """``settings.database_url`` must point at a migrated database (``knowmind serve`` does it)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        runtime = await Runtime.start(settings, embedder)
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            await runtime.close()
+
+    return Litestar(
+        route_handlers=[HealthController, AdminController, MemoryController, RecallController],
+        lifespan=[lifespan],
+        guards=[auth_guard],
+        dependencies={
+            "runtime": Provide(_provide_runtime, sync_to_thread=False),
+            "principal": Provide(provide_principal, sync_to_thread=False),
+        },
+        exception_handlers=exception_handlers,  # type: ignore[arg-type]
+        middleware=[RequestLogMiddleware],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(title="knowmind", version=__version__, path="/schema"),
+        logging_config=None,
+    )

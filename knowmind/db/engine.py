@@ -1,0 +1,84 @@
+"""Connection pools: the owner (migrations, admin plane) and the row-level-security app role."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+__all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url"]
+
+APP_ROLE = "knowmind_app"
+
+# Prepared statements are not re-planned after SET of planner settings (hnsw.*) unless forced.
+SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "application_name": "knowmind"}
+
+
+def normalise_url(url: str) -> str:
+    """Accept plain ``postgresql://`` URLs and point them at the asyncpg driver."""
+    parsed = make_url(url)
+    if parsed.drivername in {"postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2"}:
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def app_url_for(owner_url: str) -> str:
+    """Default URL of the app role: the owner's URL with the user swapped and no password."""
+    parsed = make_url(normalise_url(owner_url)).set(username=APP_ROLE, password=None)
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str, pool_size: int) -> AsyncEngine:
+    return create_async_engine(
+        normalise_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args={"server_settings": SERVER_SETTINGS},
+    )
+
+
+@dataclass(slots=True)
+class Database:
+    """Both pools. Request handling only ever touches ``app`` inside a tenant transaction."""
+
+    owner: AsyncEngine
+    app: AsyncEngine
+
+    @classmethod
+    def connect(cls, owner_url: str, app_url: str | None, pool_size: int) -> Database:
+        return cls(
+            owner=make_engine(owner_url, max(2, pool_size // 4)),
+            app=make_engine(app_url or app_url_for(owner_url), pool_size),
+        )
+
+    @asynccontextmanager
+    async def tenant_tx(self, tenant_id: UUID) -> AsyncIterator[AsyncConnection]:
+        """A transaction as the app role, scoped by row-level security to one tenant."""
+        async with self.app.begin() as conn:
+            await conn.execute(
+                text("SELECT set_config('app.tenant_id', :tenant, true)"),
+                {"tenant": str(tenant_id)},
+            )
+            yield conn
+
+    @asynccontextmanager
+    async def app_tx(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction as the app role with no tenant set (authentication only)."""
+        async with self.app.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def owner_tx(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction as the schema owner: admin plane (tenants, tokens) and migrations."""
+        async with self.owner.begin() as conn:
+            yield conn
+
+    async def dispose(self) -> None:
+        await self.app.dispose()
+        await self.owner.dispose()

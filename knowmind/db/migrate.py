@@ -1,0 +1,115 @@
+"""Run alembic migrations programmatically and check the database can host knowmind."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+from knowmind.db.engine import make_engine, normalise_url
+
+__all__ = [
+    "SchemaError",
+    "check_embedding_model",
+    "current_revision",
+    "head_revision",
+    "read_embedding_meta",
+    "upgrade",
+]
+
+
+class SchemaError(RuntimeError):
+    """The database cannot be used as it is (missing extension, other embedding model, ...)."""
+
+
+def migrations_dir() -> Path:
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package.parent / "migrations", package / "_migrations"):
+        if (candidate / "env.py").exists():
+            return candidate
+    raise SchemaError("knowmind migrations not found next to the package")
+
+
+def alembic_config(url: str, embedding_model: str, embedding_dim: int) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["database_url"] = normalise_url(url)
+    cfg.attributes["embedding_model"] = embedding_model
+    cfg.attributes["embedding_dim"] = embedding_dim
+    return cfg
+
+
+def head_revision() -> str:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    assert head is not None
+    return head
+
+
+async def current_revision(url: str) -> str | None:
+    engine = make_engine(url, 1)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(
+                lambda sync: MigrationContext.configure(sync).get_current_revision()
+            )
+    finally:
+        await engine.dispose()
+
+
+async def ensure_vector_available(url: str) -> None:
+    engine = make_engine(url, 1)
+    try:
+        async with engine.connect() as conn:
+            found = await conn.scalar(
+                text("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+            )
+    finally:
+        await engine.dispose()
+    if not found:
+        raise SchemaError(
+            "the PostgreSQL server has no 'vector' extension (pgvector) installed; "
+            "install pgvector >= 0.8 on that server or unset KNOWMIND_DATABASE_URL "
+            "to use the embedded PostgreSQL"
+        )
+
+
+async def read_embedding_meta(url: str) -> tuple[str | None, int | None]:
+    """(model id, dimension) the schema was created for."""
+    engine = make_engine(url, 1)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT key, value FROM knowmind_meta"))).all()
+    finally:
+        await engine.dispose()
+    meta = dict(rows)
+    dim = meta.get("embedding_dim")
+    return meta.get("embedding_model"), int(dim) if dim else None
+
+
+async def check_embedding_model(url: str, model_id: str, dim: int) -> None:
+    """Refuse to run with an embedder other than the one the schema was created for."""
+    stored_model, stored_dim = await read_embedding_meta(url)
+    if (stored_model, stored_dim) != (model_id, dim):
+        raise SchemaError(
+            f"this database was created for embedder {stored_model!r} ({stored_dim} dimensions) "
+            f"but the configured embedder is {model_id!r} ({dim} dimensions); "
+            "set KNOWMIND_EMBEDDER back to the original model (re-embedding is not supported yet)"
+        )
+
+
+def upgrade(url: str, embedding_model: str, embedding_dim: int, revision: str = "head") -> None:
+    """Migrate to ``revision``. Must be called outside a running event loop."""
+    asyncio.run(ensure_vector_available(url))
+    command.upgrade(alembic_config(url, embedding_model, embedding_dim), revision)
+    asyncio.run(check_embedding_model(url, embedding_model, embedding_dim))
+
+
+def downgrade(url: str, revision: str) -> None:
+    command.downgrade(alembic_config(url, "", 0), revision)

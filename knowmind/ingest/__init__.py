@@ -1,0 +1,1 @@
+"""Ingest: chunk → embed (→ extract, in a later stage)."""

@@ -1,0 +1,35 @@
+"""Turn a memory's text into chunks and their embeddings (before any transaction opens)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from knowmind.ingest.chunker import chunk_text
+from knowmind.models.executor import EmbeddingExecutor
+
+__all__ = ["PreparedChunks", "prepare_chunks"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedChunks:
+    contents: list[str]
+    embeddings: np.ndarray
+
+
+def passage_text(title: str | None, chunk: str) -> str:
+    """What gets embedded: the title gives every chunk of a memory its context."""
+    return f"{title}\n{chunk}" if title else chunk
+
+
+async def prepare_chunks(
+    embedder: EmbeddingExecutor,
+    title: str | None,
+    content: str,
+    target_chars: int,
+    overlap_chars: int,
+) -> PreparedChunks:
+    contents = chunk_text(content, target_chars, overlap_chars) or [content.strip()]
+    embeddings = await embedder.embed_passages([passage_text(title, c) for c in contents])
+    return PreparedChunks(contents=contents, embeddings=embeddings)

@@ -1,0 +1,1 @@
+"""Model backends: embedders (and, later, rerankers)."""

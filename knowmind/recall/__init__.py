@@ -1,0 +1,1 @@
+"""Recall: independent stages (one module each), fusion, and the orchestrating pipeline."""

@@ -1,0 +1,1 @@
+"""Services: the operations REST, MCP and the CLI share."""

@@ -1,0 +1,65 @@
+"""Tenants and tokens (the admin plane, on the owner connection)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from knowmind.db.engine import Database
+from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
+from knowmind.services.auth import SCOPES, hash_token, new_token
+from knowmind.store import tenants as tenant_store
+from knowmind.store import tokens as token_store
+from knowmind.store.rows import TenantRow, TokenRow
+
+__all__ = ["AdminService", "IssuedToken"]
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    row: TokenRow
+    token: str
+
+
+class AdminService:
+    def __init__(self, db: Database, embedding_model: str, embedding_dim: int) -> None:
+        self.db = db
+        self.embedding_model = embedding_model
+        self.embedding_dim = embedding_dim
+
+    async def create_tenant(self, name: str, language: str) -> TenantRow:
+        if not name.strip():
+            raise InvalidInputError("name", "must not be blank")
+        async with self.db.owner_tx() as conn:
+            if not await tenant_store.language_exists(conn, language):
+                raise InvalidInputError(
+                    "language", f"{language!r} is not a text search configuration (pg_ts_config)"
+                )
+            try:
+                return await tenant_store.create_tenant(
+                    conn, name.strip(), language, self.embedding_model, self.embedding_dim
+                )
+            except tenant_store.DuplicateTenantError as exc:
+                raise ConflictError(f"a tenant named {name.strip()!r} exists already") from exc
+
+    async def list_tenants(self) -> list[TenantRow]:
+        async with self.db.owner_tx() as conn:
+            return await tenant_store.list_tenants(conn)
+
+    async def create_token(self, tenant_id: UUID, scopes: list[str]) -> IssuedToken:
+        unknown = sorted(set(scopes) - set(SCOPES))
+        if unknown or not scopes:
+            raise InvalidInputError("scopes", f"must be a non-empty subset of {list(SCOPES)}")
+        token = new_token(tenant_id)
+        async with self.db.owner_tx() as conn:
+            if await tenant_store.get_tenant(conn, tenant_id) is None:
+                raise NotFoundError(f"tenant {tenant_id} not found")
+            row = await token_store.insert_token(
+                conn, tenant_id, hash_token(token), sorted(set(scopes), key=SCOPES.index)
+            )
+        return IssuedToken(row=row, token=token)
+
+    async def revoke_token(self, token_id: UUID) -> None:
+        async with self.db.owner_tx() as conn:
+            if not await token_store.revoke_token(conn, token_id):
+                raise NotFoundError(f"token {token_id} not found or already revoked")

@@ -1,0 +1,73 @@
+"""Bearer tokens: issuing, parsing and authenticating them."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from uuid import UUID
+
+from knowmind.db.engine import Database
+from knowmind.store import tokens as token_store
+
+__all__ = ["SCOPES", "Principal", "authenticate", "new_token", "parse_token"]
+
+SCOPES = ("read", "write", "admin")
+TOKEN_PREFIX = "km"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. ``tenant_id`` is None for the server admin."""
+
+    tenant_id: UUID | None
+    scopes: frozenset[str]
+    language: str = "german"
+    token_id: UUID | None = None
+
+    @property
+    def is_server_admin(self) -> bool:
+        return self.tenant_id is None
+
+    def allows(self, scope: str) -> bool:
+        """Scopes are ordered: admin implies write, write implies read."""
+        granted = {SCOPES.index(s) for s in self.scopes if s in SCOPES}
+        return bool(granted) and max(granted) >= SCOPES.index(scope)
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def new_token(tenant_id: UUID) -> str:
+    """``km_<tenant hex>_<secret>``: the tenant part lets lookups stay within one tenant."""
+    return f"{TOKEN_PREFIX}_{tenant_id.hex}_{secrets.token_urlsafe(32)}"
+
+
+def parse_token(token: str) -> UUID | None:
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or len(parts[2]) < 16:
+        return None
+    try:
+        return UUID(hex=parts[1])
+    except ValueError:
+        return None
+
+
+def new_admin_token() -> str:
+    return f"kmadmin_{secrets.token_urlsafe(32)}"
+
+
+async def authenticate(db: Database, token: str, admin_token: str | None) -> Principal | None:
+    if admin_token and hmac.compare_digest(hash_token(token), hash_token(admin_token)):
+        return Principal(tenant_id=None, scopes=frozenset({"admin"}))
+    tenant_id = parse_token(token)
+    if tenant_id is None:
+        return None
+    async with db.app_tx() as conn:
+        found = await token_store.authenticate(conn, tenant_id, hash_token(token))
+    if found is None:
+        return None
+    token_id, scopes, language = found
+    return Principal(tenant_id, frozenset(scopes), language=language, token_id=token_id)

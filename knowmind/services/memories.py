@@ -1,0 +1,155 @@
+"""Remember, read, list and delete memories."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from knowmind.db.engine import Database
+from knowmind.errors import InvalidInputError, NotFoundError
+from knowmind.ingest.pipeline import prepare_chunks
+from knowmind.models.executor import EmbeddingExecutor
+from knowmind.services.auth import Principal
+from knowmind.settings import Settings
+from knowmind.store import memories as memory_store
+from knowmind.store.rows import MemoryRow
+
+__all__ = ["MEMORY_TYPES", "MemoryDraft", "MemoryService", "Remembered"]
+
+MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryDraft:
+    content: str
+    title: str | None = None
+    memory_type: str = "semantic"
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    domain: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    id: UUID
+    status: str  # "created" | "unchanged"
+    chunks: int
+
+
+def content_sha256(content: str) -> bytes:
+    return hashlib.sha256(content.encode()).digest()
+
+
+class MemoryService:
+    def __init__(self, db: Database, embedder: EmbeddingExecutor, settings: Settings) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+
+    async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
+        tenant = _tenant(who)
+        _check_draft(draft)
+        sha = content_sha256(draft.content)
+        existing = await self._existing(tenant, sha)
+        if existing:
+            return existing
+        prepared = await prepare_chunks(
+            self.embedder,
+            draft.title,
+            draft.content,
+            self.settings.chunk_target_chars,
+            self.settings.chunk_overlap_chars,
+        )
+        values = memory_store.NewMemory(
+            title=draft.title,
+            content=draft.content,
+            memory_type=draft.memory_type,
+            tags=list(dict.fromkeys(draft.tags)),
+            source=draft.source,
+            domain=draft.domain,
+            metadata=draft.metadata or {},
+            sha256=sha,
+        )
+        async with self.db.tenant_tx(tenant) as conn:
+            memory_id = await memory_store.insert_memory(conn, tenant, values)
+            if memory_id is not None:
+                count = await memory_store.insert_chunks(
+                    conn,
+                    tenant,
+                    memory_id,
+                    language=who.language,
+                    context=draft.title,
+                    contents=prepared.contents,
+                    embeddings=prepared.embeddings,
+                )
+                return Remembered(memory_id, "created", count)
+        # A concurrent request stored the same content first.
+        raced = await self._existing(tenant, sha)
+        assert raced is not None
+        return raced
+
+    async def _existing(self, tenant: UUID, sha: bytes) -> Remembered | None:
+        async with self.db.tenant_tx(tenant) as conn:
+            memory_id = await memory_store.find_by_sha(conn, tenant, sha)
+            if memory_id is None:
+                return None
+            row = await memory_store.get_memory(conn, tenant, memory_id)
+        return Remembered(memory_id, "unchanged", row.chunk_count if row else 0)
+
+    async def get(self, who: Principal, memory_id: UUID) -> MemoryRow:
+        tenant = _tenant(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            row = await memory_store.get_memory(conn, tenant, memory_id)
+        if row is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return row
+
+    async def list_recent(
+        self, who: Principal, limit: int, cursor: str | None
+    ) -> tuple[list[MemoryRow], str | None]:
+        tenant = _tenant(who)
+        after = decode_cursor(cursor) if cursor else None
+        async with self.db.tenant_tx(tenant) as conn:
+            rows = await memory_store.list_memories(conn, tenant, limit + 1, after)
+        next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+        return rows[:limit], next_cursor
+
+    async def delete(self, who: Principal, memory_id: UUID) -> int:
+        tenant = _tenant(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            removed = await memory_store.delete_memory(conn, tenant, memory_id)
+        if removed is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return removed
+
+
+def _tenant(who: Principal) -> UUID:
+    if who.tenant_id is None:
+        raise InvalidInputError("authorization", "this operation needs a tenant token")
+    return who.tenant_id
+
+
+def _check_draft(draft: MemoryDraft) -> None:
+    if not draft.content.strip():
+        raise InvalidInputError("content", "must not be empty")
+    if draft.memory_type not in MEMORY_TYPES:
+        raise InvalidInputError("memory_type", f"must be one of {list(MEMORY_TYPES)}")
+
+
+def encode_cursor(row: MemoryRow) -> str:
+    raw = f"{row.created_at.isoformat()}|{row.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, memory_id = base64.urlsafe_b64decode(padded).decode().split("|")
+        return datetime.fromisoformat(created), UUID(memory_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInputError("cursor", "is not a cursor returned by this API") from exc

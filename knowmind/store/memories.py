@@ -1,0 +1,166 @@
+"""memories and their chunks (data plane: called inside a tenant transaction)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.store.rows import MemoryRow
+
+__all__ = [
+    "NewMemory",
+    "delete_memory",
+    "find_by_sha",
+    "get_memory",
+    "insert_chunks",
+    "insert_memory",
+    "list_memories",
+]
+
+_MEMORY_COLUMNS = (
+    "m.id, m.title, m.content, m.memory_type, m.tags, m.source, m.domain, m.metadata, "
+    "m.created_at, m.valid_from, m.valid_to, m.document_id"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewMemory:
+    """Values of a memory about to be inserted."""
+
+    title: str | None
+    content: str
+    memory_type: str
+    tags: list[str]
+    source: str | None
+    domain: str | None
+    metadata: dict[str, Any]
+    sha256: bytes
+
+
+async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> UUID | None:
+    return await conn.scalar(
+        text(
+            "SELECT id FROM memories WHERE tenant_id = :tenant AND content_sha256 = :sha "
+            "AND document_id IS NULL"
+        ),
+        {"tenant": tenant_id, "sha": sha256},
+    )
+
+
+_INSERT_MEMORY = text(
+    "INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
+    "metadata, content_sha256) VALUES (:tenant, :title, :content, :memory_type, :tags, "
+    ":source, :domain, :metadata, :sha) "
+    "ON CONFLICT (tenant_id, content_sha256) WHERE document_id IS NULL DO NOTHING "
+    "RETURNING id"
+).bindparams(bindparam("metadata", type_=JSONB))
+
+
+async def insert_memory(conn: AsyncConnection, tenant_id: UUID, memory: NewMemory) -> UUID | None:
+    """The new id, or None when a sha-identical memory already exists (a concurrent insert)."""
+    return await conn.scalar(
+        _INSERT_MEMORY,
+        {
+            "tenant": tenant_id,
+            "title": memory.title,
+            "content": memory.content,
+            "memory_type": memory.memory_type,
+            "tags": memory.tags,
+            "source": memory.source,
+            "domain": memory.domain,
+            "metadata": memory.metadata,
+            "sha": memory.sha256,
+        },
+    )
+
+
+_INSERT_CHUNK = text(
+    "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, embedding) "
+    "VALUES (:tenant, :memory, :ordinal, :content, :context, CAST(:language AS regconfig), "
+    ":embedding)"
+).bindparams(bindparam("embedding", type_=Vector()))
+
+
+async def insert_chunks(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    memory_id: UUID,
+    *,
+    language: str,
+    context: str | None,
+    contents: Sequence[str],
+    embeddings: np.ndarray,
+) -> int:
+    rows = [
+        {
+            "tenant": tenant_id,
+            "memory": memory_id,
+            "ordinal": i,
+            "content": content,
+            "context": context,
+            "language": language,
+            "embedding": embeddings[i],
+        }
+        for i, content in enumerate(contents)
+    ]
+    await conn.execute(_INSERT_CHUNK, rows)
+    return len(rows)
+
+
+async def get_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> MemoryRow | None:
+    row = (
+        await conn.execute(
+            text(
+                f"SELECT {_MEMORY_COLUMNS}, (SELECT count(*) FROM chunks c WHERE "
+                "c.tenant_id = m.tenant_id AND c.memory_id = m.id) AS chunk_count "
+                "FROM memories m WHERE m.tenant_id = :tenant AND m.id = :id"
+            ),
+            {"tenant": tenant_id, "id": memory_id},
+        )
+    ).one_or_none()
+    return MemoryRow(**row._mapping) if row else None
+
+
+async def list_memories(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    limit: int,
+    after: tuple[datetime, UUID] | None = None,
+) -> list[MemoryRow]:
+    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page."""
+    where = "m.tenant_id = :tenant"
+    params: dict[str, Any] = {"tenant": tenant_id, "limit": limit}
+    if after is not None:
+        where += " AND (m.created_at, m.id) < (:after_ts, :after_id)"
+        params.update(after_ts=after[0], after_id=after[1])
+    rows = await conn.execute(
+        text(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} "
+            "ORDER BY m.created_at DESC, m.id DESC LIMIT :limit"
+        ),
+        params,
+    )
+    return [MemoryRow(**r._mapping) for r in rows]
+
+
+async def delete_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> int | None:
+    """Deletes the memory and its chunks; the number of chunks removed, None if not found."""
+    chunks = await conn.execute(
+        text("DELETE FROM chunks WHERE tenant_id = :tenant AND memory_id = :id RETURNING id"),
+        {"tenant": tenant_id, "id": memory_id},
+    )
+    removed = len(chunks.all())
+    deleted = await conn.scalar(
+        text("DELETE FROM memories WHERE tenant_id = :tenant AND id = :id RETURNING id"),
+        {"tenant": tenant_id, "id": memory_id},
+    )
+    return removed if deleted else None

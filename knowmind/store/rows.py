@@ -1,0 +1,55 @@
+"""Typed rows returned by the store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+__all__ = ["ChunkHit", "MemoryRow", "TenantRow", "TokenRow"]
+
+
+class TenantRow(msgspec.Struct, frozen=True):
+    id: UUID
+    name: str
+    language: str
+    embedding_model: str
+    embedding_dim: int
+    created_at: datetime
+
+
+class TokenRow(msgspec.Struct, frozen=True):
+    id: UUID
+    tenant_id: UUID
+    scopes: list[str]
+    created_at: datetime
+
+
+class MemoryRow(msgspec.Struct, frozen=True):
+    id: UUID
+    title: str | None
+    content: str
+    memory_type: str
+    tags: list[str]
+    source: str | None
+    domain: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    valid_from: datetime
+    valid_to: datetime | None
+    document_id: UUID | None
+    chunk_count: int = 0
+
+
+class ChunkHit(msgspec.Struct, frozen=True):
+    """A chunk joined with the memory it belongs to, as shown in recall results."""
+
+    chunk_id: UUID
+    memory_id: UUID
+    content: str
+    title: str | None
+    source: str | None
+    memory_type: str
+    created_at: datetime

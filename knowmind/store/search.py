@@ -1,0 +1,135 @@
+"""Candidate queries behind the recall stages, and the lookup of the chunks finally shown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.store.rows import ChunkHit
+
+__all__ = ["MemoryFilters", "fetch_chunks", "fulltext_candidates", "vector_candidates"]
+
+# Web-search syntax the user typed on purpose; without it every query term is optional (OR).
+_WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilters:
+    memory_type: str | None = None
+    tags: list[str] = field(default_factory=list)
+    source: str | None = None
+    domain: str | None = None
+    document_id: UUID | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.memory_type or self.tags or self.source or self.domain or self.document_id)
+
+    def sql(self) -> tuple[str, dict[str, Any]]:
+        """AND-clauses on the memories alias ``m`` and their parameters."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        for column in ("memory_type", "source", "domain", "document_id"):
+            value = getattr(self, column)
+            if value is not None:
+                clauses.append(f"m.{column} = :f_{column}")
+                params[f"f_{column}"] = value
+        if self.tags:
+            clauses.append("m.tags @> CAST(:f_tags AS text[])")
+            params["f_tags"] = self.tags
+        return "".join(f" AND {c}" for c in clauses), params
+
+
+def _join_memories(filters: MemoryFilters) -> tuple[str, str, dict[str, Any]]:
+    if filters.empty:
+        return "", "", {}
+    where, params = filters.sql()
+    join = " JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id"
+    return join, where, params
+
+
+def _tsquery_sql(query: str) -> str:
+    """``websearch_to_tsquery`` when the query uses its syntax; otherwise an OR over the
+    query's normalised lexemes, so a natural-language question matches on any of its terms."""
+    padded = f" {query} "
+    if any(marker in padded for marker in _WEBSEARCH_MARKERS):
+        return "SELECT websearch_to_tsquery(CAST(:language AS regconfig), :query) AS q"
+    return (
+        "SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery AS q FROM "
+        "unnest(tsvector_to_array(to_tsvector(CAST(:language AS regconfig), :query))) lexeme"
+    )
+
+
+async def fulltext_candidates(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    language: str,
+    query: str,
+    filters: MemoryFilters,
+    limit: int,
+) -> list[tuple[UUID, UUID, float]]:
+    """(chunk id, memory id, score) ranked by ``ts_rank_cd`` (cover density, not true BM25)."""
+    join, where, params = _join_memories(filters)
+    rows = await conn.execute(
+        text(
+            f"SELECT c.id, c.memory_id, ts_rank_cd(c.tsv, terms.q, 1) AS score "
+            f"FROM ({_tsquery_sql(query)}) AS terms, chunks c{join} "
+            f"WHERE c.tenant_id = :tenant AND c.tsv @@ terms.q{where} "
+            "ORDER BY score DESC, c.id LIMIT :limit"
+        ),
+        {"tenant": tenant_id, "language": language, "query": query, "limit": limit, **params},
+    )
+    return [(r[0], r[1], float(r[2])) for r in rows]
+
+
+async def vector_candidates(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    embedding: np.ndarray,
+    filters: MemoryFilters,
+    limit: int,
+    ef_search: int = 100,
+) -> list[tuple[UUID, UUID, float]]:
+    """(chunk id, memory id, cosine similarity), nearest first, from the HNSW index.
+
+    Iterative index scans keep going until ``limit`` rows pass the tenant and filter
+    predicates; ``relaxed_order`` results are re-sorted exactly by the outer query.
+    """
+    await conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
+    await conn.execute(
+        text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(ef_search, limit))}
+    )
+    join, where, params = _join_memories(filters)
+    statement = text(
+        "WITH nearest AS MATERIALIZED ("
+        f" SELECT c.id, c.memory_id, c.embedding <=> :embedding AS distance FROM chunks c{join}"
+        f" WHERE c.tenant_id = :tenant{where} ORDER BY c.embedding <=> :embedding LIMIT :limit)"
+        " SELECT id, memory_id, 1 - distance FROM nearest ORDER BY distance, id"
+    ).bindparams(bindparam("embedding", type_=Vector()))
+    rows = await conn.execute(
+        statement, {"tenant": tenant_id, "embedding": embedding, "limit": limit, **params}
+    )
+    return [(r[0], r[1], float(r[2])) for r in rows]
+
+
+async def fetch_chunks(
+    conn: AsyncConnection, tenant_id: UUID, chunk_ids: list[UUID]
+) -> dict[UUID, ChunkHit]:
+    if not chunk_ids:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
+            "m.created_at FROM chunks c JOIN memories m "
+            "ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
+            "WHERE c.tenant_id = :tenant AND c.id = ANY(:ids)"
+        ),
+        {"tenant": tenant_id, "ids": chunk_ids},
+    )
+    return {r.chunk_id: ChunkHit(**r._mapping) for r in rows}

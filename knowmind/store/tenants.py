@@ -1,0 +1,66 @@
+"""tenants (admin plane: called on the owner connection)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.store.rows import TenantRow
+
+__all__ = ["DuplicateTenantError", "create_tenant", "get_tenant", "language_exists", "list_tenants"]
+
+_COLUMNS = "id, name, language::text AS language, embedding_model, embedding_dim, created_at"
+
+
+class DuplicateTenantError(ValueError):
+    pass
+
+
+async def language_exists(conn: AsyncConnection, language: str) -> bool:
+    found = await conn.scalar(
+        text("SELECT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = :language)"),
+        {"language": language},
+    )
+    return bool(found)
+
+
+async def create_tenant(
+    conn: AsyncConnection, name: str, language: str, embedding_model: str, embedding_dim: int
+) -> TenantRow:
+    try:
+        async with conn.begin_nested():
+            row = (
+                await conn.execute(
+                    text(
+                        "INSERT INTO tenants (name, language, embedding_model, embedding_dim) "
+                        "VALUES (:name, CAST(:language AS regconfig), :model, :dim) "
+                        f"RETURNING {_COLUMNS}"
+                    ),
+                    {
+                        "name": name,
+                        "language": language,
+                        "model": embedding_model,
+                        "dim": embedding_dim,
+                    },
+                )
+            ).one()
+    except IntegrityError as exc:
+        raise DuplicateTenantError(name) from exc
+    return TenantRow(**row._mapping)
+
+
+async def list_tenants(conn: AsyncConnection) -> list[TenantRow]:
+    rows = await conn.execute(text(f"SELECT {_COLUMNS} FROM tenants ORDER BY created_at, id"))
+    return [TenantRow(**r._mapping) for r in rows]
+
+
+async def get_tenant(conn: AsyncConnection, tenant_id: UUID) -> TenantRow | None:
+    row = (
+        await conn.execute(
+            text(f"SELECT {_COLUMNS} FROM tenants WHERE id = :id"), {"id": tenant_id}
+        )
+    ).one_or_none()
+    return TenantRow(**row._mapping) if row else None

