@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +67,9 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
         upgrade(settings.database_url, embedder.model_id, embedder.dim)
         _print_banner(settings, generated)
         app = create_app(settings, embedder=embedder)
+        # uvicorn shuts down gracefully, then re-raises SIGTERM; turn that into SystemExit so
+        # the embedded PostgreSQL is stopped on the way out.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         uvicorn.run(
             app,
             host=settings.host,
@@ -75,6 +79,10 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
             lifespan="on",
         )
     return 0
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _print_banner(settings: Settings, generated_token: str | None) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERNAL_SERVER_ERROR
 
 from knowmind.errors import InvalidInputError, KnowmindError
@@ -16,6 +16,7 @@ __all__ = ["exception_handlers"]
 
 log = structlog.get_logger(__name__)
 _MSGSPEC_PATH = re.compile(r" - at `\$\.?([^`]*)`")
+_MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
 
 
 def _body(status: int, detail: str, **extra: Any) -> Response[dict[str, Any]]:
@@ -28,13 +29,16 @@ def _field_of(error: ValidationException) -> tuple[str, str]:
     for item in extras:
         if isinstance(item, dict) and item.get("message"):
             message = str(item["message"])
-            match = _MSGSPEC_PATH.search(message)
-            field = item.get("key") or (match.group(1) if match else None) or "body"
-            return str(field), _MSGSPEC_PATH.sub("", message)
-    detail = str(error.detail)
-    if "json" in detail.lower() or "malformed" in detail.lower():
-        return "body", "malformed JSON"
-    return "body", detail
+            at = _MSGSPEC_PATH.search(message)
+            path = at.group(1) if at else ""
+            missing = _MISSING_FIELD.search(message)
+            if missing:
+                path = f"{path}.{missing.group(1)}" if path else missing.group(1)
+            key = item.get("key")
+            if not path and key not in (None, "data"):
+                path = str(key)
+            return path or "body", _MSGSPEC_PATH.sub("", message)
+    return "body", str(error.detail)
 
 
 def on_validation_error(_: Request, error: ValidationException) -> Response[dict[str, Any]]:
@@ -49,6 +53,9 @@ def on_knowmind_error(_: Request, error: KnowmindError) -> Response[dict[str, An
 
 
 def on_http_error(_: Request, error: HTTPException) -> Response[dict[str, Any]]:
+    if isinstance(error.__cause__, SerializationException):  # the body is not valid JSON
+        detail = f"body: malformed JSON ({error.detail})"
+        return _body(HTTP_422_UNPROCESSABLE_ENTITY, detail, field="body")
     response = _body(error.status_code, str(error.detail))
     if error.headers:
         response.headers.update(error.headers)

@@ -1,0 +1,84 @@
+"""The embedding executor with the real model, and atomic writes when ingest fails midway."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from knowmind.models.executor import EmbeddingExecutor
+from knowmind.services.auth import Principal
+from knowmind.services.memories import MemoryDraft, MemoryService
+from tests.conftest import count_rows
+
+
+async def test_concurrent_requests_get_the_same_vectors_as_direct_calls(embedder):
+    executor = EmbeddingExecutor(embedder, max_batch=4)
+    texts = [f"Satz Nummer {i} über Bienen und Honig." for i in range(11)]
+    try:
+        results = await asyncio.gather(
+            executor.embed_passages(texts[:7]),
+            executor.embed_queries(["Wie viel Honig?"]),
+            executor.embed_passages(texts[7:]),
+        )
+    finally:
+        await executor.close()
+    direct = embedder.embed_passages(texts)
+    np.testing.assert_allclose(np.concatenate([results[0], results[2]]), direct, atol=1e-5)
+    np.testing.assert_allclose(results[1], embedder.embed_queries(["Wie viel Honig?"]), atol=1e-5)
+    assert results[0].shape == (7, embedder.dim)
+    assert np.allclose(np.linalg.norm(direct, axis=1), 1.0, atol=1e-3)
+
+
+async def test_query_and_passage_prefixes_differ(embedder):
+    query = embedder.embed_queries(["Berlin"])[0]
+    passage = embedder.embed_passages(["Berlin"])[0]
+    assert not np.allclose(query, passage)
+
+
+async def test_model_failure_reaches_every_waiting_caller(embedder):
+    class FailingEmbedderDouble:
+        model_id, dim = embedder.model_id, embedder.dim
+
+        def embed_queries(self, texts):
+            raise RuntimeError("model crashed")
+
+        embed_passages = embed_queries
+
+    executor = EmbeddingExecutor(FailingEmbedderDouble())
+    try:
+        outcomes = await asyncio.gather(
+            executor.embed_queries(["a"]),
+            executor.embed_passages(["b"]),
+            return_exceptions=True,
+        )
+        assert [str(o) for o in outcomes] == ["model crashed", "model crashed"]
+    finally:
+        await executor.close()
+
+
+async def test_a_failing_chunk_insert_leaves_no_memory_behind(db, settings, client, tenant):
+    """Unit test with a double: an embedder returning vectors of the wrong dimension makes the
+    chunk insert fail after the memory row was written; the transaction must undo both."""
+
+    class WrongDimensionEmbedderDouble:
+        model_id, dim = "double", 3
+
+        def embed_passages(self, texts):
+            return np.ones((len(texts), 3), dtype=np.float32)
+
+        embed_queries = embed_passages
+
+    executor = EmbeddingExecutor(WrongDimensionEmbedderDouble())
+    service = MemoryService(db, executor, settings)
+    import uuid
+
+    who = Principal(tenant_id=uuid.UUID(tenant.id), scopes=frozenset({"write"}))
+    try:
+        with pytest.raises(Exception, match="dimensions"):
+            await service.remember(who, MemoryDraft(content="Dieser Satz wird nie gespeichert."))
+    finally:
+        await executor.close()
+    assert await count_rows(db, "memories", tenant.id) == 0
+    assert await count_rows(db, "chunks", tenant.id) == 0

@@ -1,0 +1,138 @@
+"""The real thing: `knowmind serve` as a process on the embedded PostgreSQL, over real HTTP,
+the README walkthrough, a restart that keeps the data, and logs free of secrets and content."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SECRET_CONTENT = "Das Passwort für den Tresor im Keller ist Kolibri-Sieben."
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def knowmind(
+    data_dir: Path, *args: str, port: int | None = None, env_extra: dict[str, str] | None = None
+) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMIND_")}
+    env |= {
+        "KNOWMIND_DATA_DIR": str(data_dir),
+        "KNOWMIND_LOG_FORMAT": "json",
+        "PYTHONUNBUFFERED": "1",
+        **(env_extra or {}),
+    }
+    if port is not None:
+        env["KNOWMIND_PORT"] = str(port)
+    command = [sys.executable, "-m", "knowmind", *args]
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def run_cli(data_dir: Path, *args: str) -> str:
+    process = knowmind(data_dir, *args)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return out
+
+
+def wait_ready(base: str, process: subprocess.Popen, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited: {process.stderr.read()}")
+        try:
+            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("server did not become ready")
+
+
+def stop(process: subprocess.Popen) -> tuple[str, str]:
+    process.send_signal(signal.SIGTERM)
+    return process.communicate(timeout=60)
+
+
+def test_serve_walkthrough_restart_and_clean_logs(tmp_path):
+    data_dir = tmp_path / "knowmind"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    # CLI before the server: tenant and token on the embedded database.
+    run_cli(data_dir, "migrate")
+    tenant_line = run_cli(data_dir, "tenant", "create", "acme", "--language", "german")
+    tenant_id = tenant_line.split()[1]
+    token = (
+        run_cli(data_dir, "token", "create", "--tenant", tenant_id, "--scopes", "read,write")
+        .strip()
+        .splitlines()[-1]
+    )
+    auth = {"Authorization": f"Bearer {token}"}
+
+    server = knowmind(data_dir, "serve", port=port)
+    try:
+        wait_ready(base, server)
+        admin_token = (data_dir / "admin_token").read_text().strip()
+        admin = {"Authorization": f"Bearer {admin_token}"}
+        created = httpx.post(f"{base}/v1/admin/tenants", json={"name": "globex"}, headers=admin)
+        assert created.status_code == 201
+        stored = httpx.post(
+            f"{base}/v1/memories",
+            json={"title": "Tresor", "content": SECRET_CONTENT, "tags": ["geheim"]},
+            headers=auth,
+        )
+        assert stored.status_code == 201, stored.text
+        memory_id = stored.json()["id"]
+        httpx.post(
+            f"{base}/v1/memories",
+            headers=auth,
+            json={"content": "Die Kantine bietet dienstags vegetarische Lasagne an."},
+        )
+        found = httpx.post(
+            f"{base}/v1/recall",
+            headers=auth,
+            json={"query": "What is the password for the safe?", "k": 2},
+        )
+        assert found.json()["results"][0]["memory_id"] == memory_id
+    finally:
+        out, err = stop(server)
+    assert server.returncode == 0, err
+    assert "admin token (shown once" in out
+    assert not (data_dir / "pgdata" / "postmaster.pid").exists()  # embedded server stopped
+    assert out.count(admin_token) == 1  # the banner shows a generated admin token once
+    assert "Kolibri" not in out + err and token not in out + err and admin_token not in err
+    assert '"route": "/v1/recall"' in err and f'"tenant_id": "{tenant_id}"' in err
+
+    # Restart: same data, the admin token is not printed again.
+    server = knowmind(data_dir, "serve", port=port)
+    try:
+        wait_ready(base, server)
+        again = httpx.get(f"{base}/v1/memories/{memory_id}", headers=auth)
+        assert again.status_code == 200
+        assert again.json()["content"] == SECRET_CONTENT
+    finally:
+        out, _ = stop(server)
+    assert admin_token not in out
+
+
+def test_unknown_embedder_is_refused_with_a_message(tmp_path):
+    process = knowmind(tmp_path / "km", "serve", env_extra={"KNOWMIND_EMBEDDER": "bogus"})
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "KNOWMIND_EMBEDDER='bogus'" in err

@@ -1,0 +1,134 @@
+"""Pure functions: chunking, fusion, tokens and scopes, settings."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from pathlib import Path
+
+import pytest
+
+from knowmind.ingest.chunker import chunk_text, split_sentences
+from knowmind.recall.fusion import dedupe, reciprocal_rank_fusion
+from knowmind.services.auth import Principal, new_token, parse_token
+from knowmind.settings import Settings, SettingsError, settings_table
+
+
+def test_sentences_respect_abbreviations_ordinals_and_quotes():
+    text = (
+        'Dr. Müller arbeitet z.B. bei der Siemens AG. Am 3. Mai kam er. "Das ist Anna." '
+        "Sie wohnt in Berlin! Wer weiß?\n\nNeuer Absatz ohne Punkt\n\nJ. R. R. Tolkien schrieb."
+    )
+    assert split_sentences(text) == [
+        "Dr. Müller arbeitet z.B. bei der Siemens AG.",
+        "Am 3. Mai kam er.",
+        '"Das ist Anna."',
+        "Sie wohnt in Berlin!",
+        "Wer weiß?",
+        "Neuer Absatz ohne Punkt",
+        "J. R. R. Tolkien schrieb.",
+    ]
+
+
+def test_chunks_stay_near_the_target_and_overlap_by_whole_sentences():
+    sentences = [f"Satz Nummer {i} handelt von etwas anderem." for i in range(100)]
+    chunks = chunk_text(" ".join(sentences), target_chars=300, overlap_chars=100)
+    assert all(len(c) <= 300 for c in chunks)
+    for left, right in itertools.pairwise(chunks):
+        assert split_sentences(right)[0] in split_sentences(left)[1:]  # overlap, whole sentences
+    joined = " ".join(chunks)
+    assert all(s in joined for s in sentences)
+
+
+def test_overlong_sentence_is_cut_at_whitespace():
+    chunks = chunk_text("wort " * 500, target_chars=200, overlap_chars=0)
+    assert len(chunks) > 5
+    assert all(0 < len(c) <= 200 and not c.startswith(" ") for c in chunks)
+
+
+def test_short_text_is_one_chunk():
+    assert chunk_text("Nur ein Satz.") == ["Nur ein Satz."]
+
+
+def test_rrf_scores_are_sums_of_reciprocal_ranks():
+    fused = reciprocal_rank_fusion({"bm25": ["a", "b", "c"], "vector": ["b", "d"]}, k=60)
+    scores = {f.key: f.score for f in fused}
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["a"] == pytest.approx(1 / 61)
+    assert scores["d"] == pytest.approx(1 / 62)
+    assert [f.key for f in fused] == ["b", "a", "d", "c"]
+    assert fused[0].ranks == {"bm25": 2, "vector": 1}
+
+
+def test_rrf_weights_and_k():
+    fused = reciprocal_rank_fusion({"bm25": ["a"], "vector": ["b"]}, k=1, weights={"vector": 2.0})
+    assert [(f.key, f.score) for f in fused] == [("b", 1.0), ("a", 0.5)]
+
+
+def test_dedupe_keeps_first_occurrence():
+    assert dedupe(["m1", "m2", "m1", "m3", "m2"]) == ["m1", "m2", "m3"]
+
+
+def test_tokens_carry_their_tenant():
+    tenant = uuid.uuid4()
+    token = new_token(tenant)
+    assert parse_token(token) == tenant
+    assert new_token(tenant) != token
+    for bad in ("", "km_x_y", "km_" + tenant.hex, f"xx_{tenant.hex}_{'a' * 40}", "kmadmin_abc"):
+        assert parse_token(bad) is None
+
+
+@pytest.mark.parametrize(
+    ("granted", "needed", "allowed"),
+    [
+        ({"read"}, "read", True),
+        ({"read"}, "write", False),
+        ({"write"}, "read", True),
+        ({"write"}, "admin", False),
+        ({"admin"}, "write", True),
+        (set(), "read", False),
+    ],
+)
+def test_scopes_are_ordered(granted, needed, allowed):
+    who = Principal(tenant_id=uuid.uuid4(), scopes=frozenset(granted))
+    assert who.allows(needed) is allowed
+
+
+def test_settings_from_environment():
+    settings = Settings.from_env(
+        {
+            "KNOWMIND_PORT": "9000",
+            "KNOWMIND_DATA_DIR": "/srv/km",
+            "KNOWMIND_DATABASE_URL": "postgresql://u@h/db",
+            "KNOWMIND_DEFAULT_LANGUAGE": "english",
+            "KNOWMIND_MAX_BODY_BYTES": "2048",
+            "UNRELATED": "x",
+        }
+    )
+    assert settings.port == 9000
+    assert settings.data_dir == Path("/srv/km")
+    assert settings.database_url == "postgresql://u@h/db"
+    assert settings.default_language == "english"
+    assert settings.max_body_bytes == 2048
+    assert Settings.from_env({}).database_url is None
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"KNOWMIND_PORT": "eighty"},
+        {"KNOWMIND_LOG_FORMAT": "xml"},
+        {"KNOWMIND_CHUNK_TARGET_CHARS": "100", "KNOWMIND_CHUNK_OVERLAP_CHARS": "100"},
+        {"KNOWMIND_MAX_BODY_BYTES": "0"},
+    ],
+)
+def test_bad_settings_are_refused_with_the_variable_named(env):
+    with pytest.raises(SettingsError, match="KNOWMIND_"):
+        Settings.from_env(env)
+
+
+def test_readme_documents_every_setting():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for line in settings_table().splitlines()[2:]:
+        variable = line.split("`")[1]
+        assert variable in readme, variable
