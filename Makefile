@@ -20,7 +20,7 @@ run: install
 	$(BIN)/knowmind serve
 
 test: install
-	$(BIN)/ruff check knowmind tests migrations benchmark
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
