@@ -10,20 +10,29 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+TEST_STAMP := $(VENV)/.knowmind-test-installed
+
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e .
 	touch $(STAMP)
+
+# The test suite also exercises the optional `ml` backends (sentence-transformers, FlagEmbedding).
+# torch comes first and pinned: 2.13.0 is a CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev,ml]'
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
 run: install
 	$(BIN)/knowmind serve
 
-test: install
+test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: install
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check knowmind tests
 
