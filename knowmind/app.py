@@ -12,6 +12,12 @@ from litestar.openapi import OpenAPIConfig
 
 from knowmind import __version__
 from knowmind.api.controllers.admin import AdminController
+from knowmind.api.controllers.graph import (
+    EntityController,
+    JobController,
+    RelationController,
+    SchemaController,
+)
 from knowmind.api.controllers.health import HealthController
 from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
@@ -36,13 +42,24 @@ def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         runtime = await Runtime.start(settings, embedder)
         app.state.runtime = runtime
+        if settings.run_workers == "on":
+            runtime.start_workers()
         try:
             yield
         finally:
             await runtime.close()
 
     return Litestar(
-        route_handlers=[HealthController, AdminController, MemoryController, RecallController],
+        route_handlers=[
+            HealthController,
+            AdminController,
+            MemoryController,
+            RecallController,
+            EntityController,
+            RelationController,
+            SchemaController,
+            JobController,
+        ],
         lifespan=[lifespan],
         guards=[auth_guard],
         dependencies={

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import text
 
 from knowmind.db.engine import Database
 from knowmind.db.migrate import check_embedding_model, current_revision, head_revision
+from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
@@ -16,9 +17,27 @@ from knowmind.recall.bm25 import FullTextStage
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
+from knowmind.services.graph import GraphService
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.settings import Settings
+from knowmind.store.outbox import outbox_lag
+from knowmind.workers.jobs import JobWorker
+from knowmind.workers.mirror import MirrorDrainer
+
+
+def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
+    if not settings.neo4j_url:
+        return None
+    from knowmind.graph.neo4j_mirror import Neo4jMirror
+
+    url, user, password = settings.neo4j_url, settings.neo4j_user, settings.neo4j_password
+
+    async def connect() -> Neo4jMirror:
+        return await Neo4jMirror.connect(url, user, password, batch_size=settings.graph_batch_size)
+
+    return MirrorDrainer(db, connect, batch_size=settings.graph_batch_size)
+
 
 __all__ = ["Runtime"]
 
@@ -31,6 +50,10 @@ class Runtime:
     admin: AdminService
     memories: MemoryService
     recall: RecallService
+    graph: GraphService
+    jobs: JobWorker
+    mirror: MirrorDrainer | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @classmethod
     async def start(cls, settings: Settings, embedder: Embedder | None = None) -> Runtime:
@@ -43,24 +66,63 @@ class Runtime:
             )
         await check_embedding_model(settings.database_url, embedder.model_id, embedder.dim)
         db = Database.connect(
-            settings.database_url, settings.app_database_url, settings.db_pool_size
+            settings.database_url,
+            settings.app_database_url,
+            settings.db_pool_size,
+            graph_mirror=bool(settings.neo4j_url),
         )
         executor = EmbeddingExecutor(embedder)
         pipeline = RecallPipeline(
             db, executor, [FullTextStage(), VectorStage()], rrf_k=settings.rrf_k
+        )
+        graph = GraphService(db)
+        jobs = JobWorker(
+            db,
+            {EXTRACT_JOB: Extraction(db, settings.extractor_list)},
+            poll_seconds=settings.job_poll_seconds,
         )
         return cls(
             settings=settings,
             db=db,
             embedder=executor,
             admin=AdminService(db, embedder.model_id, embedder.dim),
-            memories=MemoryService(db, executor, settings),
+            memories=MemoryService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
             recall=RecallService(pipeline, settings),
+            graph=graph,
+            jobs=jobs,
+            mirror=mirror_drainer(db, settings),
         )
 
+    def start_workers(self) -> None:
+        """Run the job worker and (when configured) the mirror drainer in this process."""
+        self._tasks.append(asyncio.create_task(self.jobs.run_forever(), name="knowmind-jobs"))
+        if self.mirror is not None:
+            self._tasks.append(
+                asyncio.create_task(self.mirror.run_forever(), name="knowmind-mirror")
+            )
+
     async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.mirror is not None:
+            await self.mirror.close()
         await self.embedder.close()
         await self.db.dispose()
+
+    async def mirror_report(self) -> dict[str, object]:
+        """The mirror's state and lag (changes not yet in Neo4j, age of the oldest)."""
+        if self.mirror is None:
+            return {"status": "disabled"}
+        async with self.db.owner_tx() as conn:
+            pending, oldest = await outbox_lag(conn)
+        status = self.mirror.status
+        return {
+            "status": "ok" if status.connected and not status.last_error else "degraded",
+            "pending_changes": pending,
+            "oldest_change_age_s": round(oldest, 3),
+            "last_error": status.last_error,
+        }
 
     async def readiness(self) -> dict[str, str]:
         """Per component: "ok" or what is wrong."""

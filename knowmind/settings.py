@@ -73,6 +73,27 @@ class Settings:
     )
     rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
     db_pool_size: int = field(default=10, metadata={"doc": "Connections per pool"})
+    neo4j_url: str | None = field(
+        default=None, metadata={"doc": "Bolt URL of the Neo4j mirror (unset: no mirror)"}
+    )
+    neo4j_user: str | None = field(default=None, metadata={"doc": "Neo4j user (unset: no auth)"})
+    neo4j_password: str | None = field(default=None, metadata={"doc": "Neo4j password"})
+    graph_batch_size: int = field(
+        default=30, metadata={"doc": "Outbox rows per mirror request (≤ 30 for FalkorDB)"}
+    )
+    extractors: str = field(
+        default="gazetteer,ner", metadata={"doc": "Extraction at ingest: gazetteer, ner"}
+    )
+    extraction_prompt: str | None = field(
+        default=None, metadata={"doc": "LLM extraction prompt with `__CHUNK__` (reserved)"}
+    )
+    job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
+    wait_timeout_seconds: float = field(
+        default=30.0, metadata={"doc": "Longest `?wait=true` waits for extraction"}
+    )
+    run_workers: str = field(
+        default="on", metadata={"doc": "`on`: the server runs the job and mirror workers"}
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -95,9 +116,29 @@ class Settings:
             raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
         if self.chunk_overlap_chars >= self.chunk_target_chars:
             raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
-        for name in ("port", "max_body_bytes", "chunk_target_chars", "recall_candidates"):
+        for name in (
+            "port",
+            "max_body_bytes",
+            "chunk_target_chars",
+            "recall_candidates",
+            "graph_batch_size",
+        ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
+        unknown = set(self.extractor_list) - {"gazetteer", "ner"}
+        if unknown:
+            raise SettingsError(
+                f"KNOWMIND_EXTRACTORS: {sorted(unknown)} not available (gazetteer, ner); "
+                "LLM extraction is not implemented in this version"
+            )
+        if self.extraction_prompt is not None and "__CHUNK__" not in self.extraction_prompt:
+            raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
+        if self.run_workers not in {"on", "off"}:
+            raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
+
+    @property
+    def extractor_list(self) -> list[str]:
+        return [e.strip() for e in self.extractors.split(",") if e.strip()]
 
     @property
     def admin_token_file(self) -> Path:
@@ -113,10 +154,12 @@ def _coerce(name: str, annotation: Any, raw: str) -> Any:
     try:
         if kind.startswith("int"):
             return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
         if kind.startswith("Path"):
             return Path(raw).expanduser()
     except ValueError as exc:
-        raise SettingsError(f"{ENV_PREFIX}{name.upper()}={raw!r}: expected an integer") from exc
+        raise SettingsError(f"{ENV_PREFIX}{name.upper()}={raw!r}: expected a number") from exc
     return raw
 
 
@@ -128,3 +171,15 @@ def settings_table() -> str:
         doc = f.metadata.get("doc", "")
         rows.append(f"| `{ENV_PREFIX}{f.name.upper()}` | `{default}` | {doc} |")
     return "\n".join(rows)
+
+
+def _update_readme(path: Path) -> None:
+    text = path.read_text()
+    start = text.index("<!-- settings:start")
+    start = text.index("\n", start) + 1
+    end = text.index("<!-- settings:end -->")
+    path.write_text(text[:start] + settings_table() + "\n" + text[end:])
+
+
+if __name__ == "__main__":
+    _update_readme(Path(__file__).resolve().parent.parent / "README.md")

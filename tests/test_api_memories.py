@@ -127,6 +127,8 @@ async def test_identical_content_is_stored_once(client, tenant, db):
         "id": first.json()["id"],
         "status": "unchanged",
         "chunks": first.json()["chunks"],
+        "job_id": None,  # nothing new to extract
+        "job": None,
     }
     assert await count_rows(db, "memories", tenant.id) == 1
 

@@ -9,6 +9,7 @@ import pytest
 
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal
+from knowmind.services.graph import GraphService
 from knowmind.services.memories import MemoryDraft, MemoryService
 from tests.conftest import count_rows
 
@@ -71,7 +72,7 @@ async def test_a_failing_chunk_insert_leaves_no_memory_behind(db, settings, clie
         embed_queries = embed_passages
 
     executor = EmbeddingExecutor(WrongDimensionEmbedderDouble())
-    service = MemoryService(db, executor, settings)
+    service = MemoryService(db, executor, settings, GraphService(db))
     import uuid
 
     who = Principal(tenant_id=uuid.UUID(tenant.id), scopes=frozenset({"write"}))

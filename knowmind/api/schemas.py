@@ -58,6 +58,17 @@ class TokenOut(Struct):
     created_at: datetime
 
 
+class RelationIn(Struct):
+    """memory (or ``subject``) -predicate-> object; the object entity is found or created."""
+
+    predicate: Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[A-Z][A-Z0-9_]*$")]
+    object: Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)]
+    object_class: Annotated[str, Meta(max_length=60, pattern=r"^[A-Z][A-Za-z0-9]*$")] | None = None
+    object_description: Annotated[str, Meta(max_length=4000, pattern=_NO_NUL)] | None = None
+    confidence: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
+    subject: Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)] | None = None
+
+
 class MemoryIn(Struct):
     """Unknown keys are ignored (never guessed)."""
 
@@ -68,12 +79,24 @@ class MemoryIn(Struct):
     source: ShortText | None = None
     domain: ShortText | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    relations: Annotated[list[RelationIn], Meta(max_length=50)] = msgspec.field(
+        default_factory=list
+    )
+
+
+class JobRef(Struct):
+    id: UUID
+    status: str
+    result: dict[str, Any] | None = None
+    last_error: str | None = None
 
 
 class RememberOut(Struct):
     id: UUID
     status: Literal["created", "unchanged"]
     chunks: int
+    job_id: UUID | None = None
+    job: JobRef | None = None
 
 
 class MemoryOut(Struct):

@@ -33,13 +33,15 @@ def app_url_for(owner_url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def make_engine(url: str, pool_size: int) -> AsyncEngine:
+def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEngine:
+    # Without a mirror the outbox triggers write nothing (they read knowmind.graph_mirror).
+    settings = {**SERVER_SETTINGS, "knowmind.graph_mirror": "on" if graph_mirror else "off"}
     return create_async_engine(
         normalise_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
-        connect_args={"server_settings": SERVER_SETTINGS},
+        connect_args={"server_settings": settings},
     )
 
 
@@ -51,10 +53,12 @@ class Database:
     app: AsyncEngine
 
     @classmethod
-    def connect(cls, owner_url: str, app_url: str | None, pool_size: int) -> Database:
+    def connect(
+        cls, owner_url: str, app_url: str | None, pool_size: int, graph_mirror: bool = True
+    ) -> Database:
         return cls(
-            owner=make_engine(owner_url, max(2, pool_size // 4)),
-            app=make_engine(app_url or app_url_for(owner_url), pool_size),
+            owner=make_engine(owner_url, max(2, pool_size // 4), graph_mirror),
+            app=make_engine(app_url or app_url_for(owner_url), pool_size, graph_mirror),
         )
 
     @asynccontextmanager

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from knowmind.db.engine import Database
+from knowmind.errors import InvalidInputError
 from knowmind.store import tokens as token_store
 
-__all__ = ["SCOPES", "Principal", "authenticate", "new_token", "parse_token"]
+__all__ = ["SCOPES", "Principal", "authenticate", "new_token", "parse_token", "tenant_of"]
 
 SCOPES = ("read", "write", "admin")
 TOKEN_PREFIX = "km"
@@ -34,6 +35,13 @@ class Principal:
         """Scopes are ordered: admin implies write, write implies read."""
         granted = {SCOPES.index(s) for s in self.scopes if s in SCOPES}
         return bool(granted) and max(granted) >= SCOPES.index(scope)
+
+
+def tenant_of(who: Principal) -> UUID:
+    """The caller's tenant; the server admin token carries none."""
+    if who.tenant_id is None:
+        raise InvalidInputError("authorization", "this operation needs a tenant token")
+    return who.tenant_id
 
 
 def hash_token(token: str) -> bytes:

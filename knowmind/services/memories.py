@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,11 +14,16 @@ from uuid import UUID
 
 from knowmind.db.engine import Database
 from knowmind.errors import InvalidInputError, NotFoundError
+from knowmind.graph.postgres import remove_node_edges
+from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import prepare_chunks
 from knowmind.models.executor import EmbeddingExecutor
-from knowmind.services.auth import Principal
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import Settings
+from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
+from knowmind.store.jobs import JobRow
 from knowmind.store.rows import MemoryRow
 
 __all__ = ["MEMORY_TYPES", "MemoryDraft", "MemoryService", "Remembered"]
@@ -32,6 +40,7 @@ class MemoryDraft:
     source: str | None = None
     domain: str | None = None
     metadata: dict[str, Any] | None = None
+    relations: tuple[InlineRelation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,7 @@ class Remembered:
     id: UUID
     status: str  # "created" | "unchanged"
     chunks: int
+    job_id: UUID | None = None
 
 
 def content_sha256(content: str) -> bytes:
@@ -46,13 +56,22 @@ def content_sha256(content: str) -> bytes:
 
 
 class MemoryService:
-    def __init__(self, db: Database, embedder: EmbeddingExecutor, settings: Settings) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: EmbeddingExecutor,
+        settings: Settings,
+        graph: GraphService,
+        on_job_enqueued: Callable[[], None] = lambda: None,
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.settings = settings
+        self.graph = graph
+        self.on_job_enqueued = on_job_enqueued
 
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
-        tenant = _tenant(who)
+        tenant = tenant_of(who)
         _check_draft(draft)
         sha = content_sha256(draft.content)
         existing = await self._existing(tenant, sha)
@@ -87,7 +106,16 @@ class MemoryService:
                     contents=prepared.contents,
                     embeddings=prepared.embeddings,
                 )
-                return Remembered(memory_id, "created", count)
+                if draft.relations:
+                    await self.graph.attach_inline_relations(
+                        conn, tenant, memory_id, list(draft.relations)
+                    )
+                job_id = await job_store.enqueue_job(
+                    conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)}
+                )
+        if memory_id is not None:
+            self.on_job_enqueued()
+            return Remembered(memory_id, "created", count, job_id)
         # A concurrent request stored the same content first.
         raced = await self._existing(tenant, sha)
         assert raced is not None
@@ -101,8 +129,25 @@ class MemoryService:
             row = await memory_store.get_memory(conn, tenant, memory_id)
         return Remembered(memory_id, "unchanged", row.chunk_count if row else 0)
 
+    async def job(self, who: Principal, job_id: UUID) -> JobRow:
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            row = await job_store.get_job(conn, tenant, job_id)
+        if row is None:
+            raise NotFoundError(f"job {job_id} not found")
+        return row
+
+    async def wait_for_job(self, who: Principal, job_id: UUID) -> JobRow:
+        """Poll until the job is done or failed, or the wait timeout passes."""
+        deadline = time.monotonic() + self.settings.wait_timeout_seconds
+        while True:
+            row = await self.job(who, job_id)
+            if row.status in ("done", "failed") or time.monotonic() > deadline:
+                return row
+            await asyncio.sleep(0.05)
+
     async def get(self, who: Principal, memory_id: UUID) -> MemoryRow:
-        tenant = _tenant(who)
+        tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
             row = await memory_store.get_memory(conn, tenant, memory_id)
         if row is None:
@@ -112,7 +157,7 @@ class MemoryService:
     async def list_recent(
         self, who: Principal, limit: int, cursor: str | None
     ) -> tuple[list[MemoryRow], str | None]:
-        tenant = _tenant(who)
+        tenant = tenant_of(who)
         after = decode_cursor(cursor) if cursor else None
         async with self.db.tenant_tx(tenant) as conn:
             rows = await memory_store.list_memories(conn, tenant, limit + 1, after)
@@ -120,18 +165,14 @@ class MemoryService:
         return rows[:limit], next_cursor
 
     async def delete(self, who: Principal, memory_id: UUID) -> int:
-        tenant = _tenant(who)
+        tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
+            ontology = await self.graph.ontology(conn, tenant)
+            await remove_node_edges(conn, tenant, ontology, memory_id)
             removed = await memory_store.delete_memory(conn, tenant, memory_id)
         if removed is None:
             raise NotFoundError(f"memory {memory_id} not found")
         return removed
-
-
-def _tenant(who: Principal) -> UUID:
-    if who.tenant_id is None:
-        raise InvalidInputError("authorization", "this operation needs a tenant token")
-    return who.tenant_id
 
 
 def _check_draft(draft: MemoryDraft) -> None:

@@ -28,6 +28,10 @@ class HealthController(Controller):
         checks = await runtime.readiness()
         ok = all(value == "ok" for value in checks.values())
         status = HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE
-        return Response(
-            {"status": "ok" if ok else "unavailable", "checks": checks}, status_code=status
-        )
+        # The graph mirror is reported, never a reason to be unready: PostgreSQL is the record.
+        body = {
+            "status": "ok" if ok else "unavailable",
+            "checks": checks,
+            "graph_mirror": await runtime.mirror_report(),
+        }
+        return Response(body, status_code=status)

@@ -10,10 +10,11 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.schemas import MemoryIn, MemoryList, MemoryOut, RememberOut
+from knowmind.api.schemas import JobRef, MemoryIn, MemoryList, MemoryOut, RememberOut
 from knowmind.errors import InvalidInputError
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import MemoryDraft
 from knowmind.store.rows import MemoryRow
 
@@ -61,7 +62,10 @@ class MemoryController(Controller):
         data: JSONBody[MemoryIn],
         runtime: NamedDependency[Runtime],
         principal: NamedDependency[Principal],
+        wait: Annotated[bool, QueryParameter(description="block until extraction is done")] = False,
     ) -> Response[RememberOut]:
+        """Store a memory. Extraction runs in the background (poll ``GET /v1/jobs/{job_id}``)
+        unless ``?wait=true``."""
         _reject_nul(data.metadata, "metadata")
         draft = MemoryDraft(
             content=data.content,
@@ -71,10 +75,26 @@ class MemoryController(Controller):
             source=data.source,
             domain=data.domain,
             metadata=data.metadata,
+            relations=tuple(
+                InlineRelation(
+                    predicate=r.predicate,
+                    object=r.object,
+                    object_class=r.object_class,
+                    object_description=r.object_description,
+                    confidence=r.confidence,
+                    subject=r.subject,
+                )
+                for r in data.relations
+            ),
         )
         done = await runtime.memories.remember(principal, draft)
+        job = None
+        if wait and done.job_id is not None:
+            row = await runtime.memories.wait_for_job(principal, done.job_id)
+            job = JobRef(id=row.id, status=row.status, result=row.result, last_error=row.last_error)
         status = HTTP_201_CREATED if done.status == "created" else HTTP_200_OK
-        return Response(RememberOut(done.id, done.status, done.chunks), status_code=status)  # type: ignore[arg-type]
+        body = RememberOut(done.id, done.status, done.chunks, done.job_id, job)  # type: ignore[arg-type]
+        return Response(body, status_code=status)
 
     @get("/{memory_id:uuid}", opt={"scope": "read"})
     async def get_memory(

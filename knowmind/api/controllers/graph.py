@@ -1,0 +1,183 @@
+"""Entities, relations between nodes, the relation catalogue, and job status."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from litestar import Controller, Response, delete, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
+
+from knowmind.api.graph_schemas import (
+    EntityHit,
+    EntityIn,
+    EntityOut,
+    EntitySearchOut,
+    JobOut,
+    LinkIn,
+    LinkOut,
+    NodeRef,
+    PredicateIn,
+    RelationOut,
+    RelationsOut,
+    UnlinkOut,
+)
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.services.graph import PredicateDraft
+from knowmind.store.entities import EntityRow
+from knowmind.store.jobs import JobRow
+
+__all__ = ["EntityController", "JobController", "RelationController", "SchemaController"]
+
+Rt = NamedDependency[Runtime]
+Who = NamedDependency[Principal]
+
+
+def entity_out(row: EntityRow, created: bool | None = None) -> EntityOut:
+    return EntityOut(
+        id=row.id,
+        name=row.name,
+        entity_class=row.entity_class,
+        description=row.description,
+        aliases=row.aliases,
+        origin=row.origin,
+        confidence=row.confidence,
+        created_at=row.created_at,
+        created=created,
+    )
+
+
+def job_out(row: JobRow) -> JobOut:
+    return JobOut(
+        id=row.id,
+        kind=row.kind,
+        status=row.status,
+        attempts=row.attempts,
+        last_error=row.last_error,
+        result=row.result,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+
+
+class EntityController(Controller):
+    path = "/v1/entities"
+    tags = ["graph"]
+
+    @post("/", opt={"scope": "write"})
+    async def upsert(
+        self, data: JSONBody[EntityIn], runtime: Rt, principal: Who
+    ) -> Response[EntityOut]:
+        row, created = await runtime.graph.upsert_entity(
+            principal, data.name, data.entity_class, data.description, list(data.aliases)
+        )
+        status = HTTP_201_CREATED if created else HTTP_200_OK
+        return Response(entity_out(row, created), status_code=status)
+
+    @get("/", opt={"scope": "read"})
+    async def search(
+        self,
+        runtime: Rt,
+        principal: Who,
+        q: Annotated[str, QueryParameter(min_length=1, max_length=300)],
+        limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
+        entity_class: Annotated[str | None, QueryParameter(max_length=60)] = None,
+    ) -> EntitySearchOut:
+        rows = await runtime.graph.search_entities(principal, q, limit, entity_class)
+        return EntitySearchOut(
+            results=[
+                EntityHit(
+                    id=r.id,
+                    name=r.name,
+                    entity_class=r.entity_class,
+                    aliases=r.aliases,
+                    score=round(r.score or 0.0, 4),
+                )
+                for r in rows
+            ]
+        )
+
+    @get("/{entity_id:uuid}", opt={"scope": "read"})
+    async def get_entity(self, entity_id: FromPath[UUID], runtime: Rt, principal: Who) -> EntityOut:
+        return entity_out(await runtime.graph.get_entity(principal, entity_id))
+
+
+class RelationController(Controller):
+    tags = ["graph"]
+
+    @post("/v1/relations", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    async def link(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> LinkOut:
+        edge, twin = await runtime.graph.link(
+            principal, data.from_id, data.to_id, data.rel_type, data.confidence
+        )
+        return LinkOut(edge_id=edge, inverse_edge_id=twin)
+
+    @delete("/v1/relations", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    async def unlink(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> UnlinkOut:
+        removed = await runtime.graph.unlink(principal, data.from_id, data.to_id, data.rel_type)
+        return UnlinkOut(removed=removed)
+
+    @get("/v1/nodes/{node_id:uuid}/relations", opt={"scope": "read"})
+    async def relations(self, node_id: FromPath[UUID], runtime: Rt, principal: Who) -> RelationsOut:
+        rows = await runtime.graph.relations(principal, node_id)
+        return RelationsOut(
+            relations=[
+                RelationOut(
+                    predicate=r["predicate"],
+                    direction=r["direction"],
+                    confidence=round(float(r["confidence"]), 4),
+                    derived=r["derived"],
+                    node=NodeRef(
+                        id=r["node_id"],
+                        kind=r["kind"],
+                        title_or_name=r["title_or_name"],
+                        entity_class=r["entity_class"],
+                    ),
+                )
+                for r in rows
+            ]
+        )
+
+
+class SchemaController(Controller):
+    path = "/v1/schema"
+    tags = ["graph"]
+
+    @get("/", opt={"scope": "read"})
+    async def catalogue(self, runtime: Rt, principal: Who) -> dict[str, object]:
+        return await runtime.graph.schema(principal)
+
+    @post("/predicates", opt={"scope": "write"}, status_code=HTTP_201_CREATED)
+    async def extend(
+        self, data: JSONBody[PredicateIn], runtime: Rt, principal: Who
+    ) -> dict[str, object]:
+        draft = PredicateDraft(
+            name=data.name,
+            subject_classes=list(data.subject_classes),
+            object_classes=list(data.object_classes),
+            inverse=data.inverse,
+            symmetric=data.symmetric,
+            description=data.description,
+            new_classes=list(data.new_classes),
+        )
+        predicate = await runtime.graph.extend_schema(principal, draft)
+        return {
+            "name": predicate.name,
+            "subject_classes": sorted(predicate.subject_classes),
+            "object_classes": sorted(predicate.object_classes),
+            "inverse": predicate.inverse,
+            "symmetric": predicate.symmetric,
+            "description": predicate.description,
+        }
+
+
+class JobController(Controller):
+    path = "/v1/jobs"
+    tags = ["jobs"]
+
+    @get("/{job_id:uuid}", opt={"scope": "read"})
+    async def get_job(self, job_id: FromPath[UUID], runtime: Rt, principal: Who) -> JobOut:
+        return job_out(await runtime.memories.job(principal, job_id))

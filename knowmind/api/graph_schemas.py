@@ -1,0 +1,120 @@
+"""Request and response bodies of the graph API (entities, relations, schema, jobs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import msgspec
+from msgspec import Meta, Struct
+
+__all__ = [
+    "EntityHit",
+    "EntityIn",
+    "EntityOut",
+    "EntitySearchOut",
+    "JobOut",
+    "LinkIn",
+    "LinkOut",
+    "NodeRef",
+    "PredicateIn",
+    "RelationOut",
+    "RelationsOut",
+    "UnlinkOut",
+]
+
+_NO_NUL = r"^[^\x00]*$"
+Name = Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)]
+ClassName = Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[A-Z][A-Za-z0-9]*$")]
+PredicateName = Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[A-Z][A-Z0-9_]*$")]
+Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
+
+
+class EntityIn(Struct):
+    name: Name
+    entity_class: ClassName
+    description: Annotated[str, Meta(max_length=4000, pattern=_NO_NUL)] | None = None
+    aliases: Annotated[list[Name], Meta(max_length=50)] = msgspec.field(default_factory=list)
+
+
+class EntityOut(Struct):
+    id: UUID
+    name: str
+    entity_class: str
+    description: str | None
+    aliases: list[str]
+    origin: str
+    confidence: float
+    created_at: datetime
+    created: bool | None = None
+
+
+class EntityHit(Struct):
+    id: UUID
+    name: str
+    entity_class: str
+    aliases: list[str]
+    score: float
+
+
+class EntitySearchOut(Struct):
+    results: list[EntityHit]
+
+
+class LinkIn(Struct):
+    from_id: UUID
+    to_id: UUID
+    rel_type: PredicateName
+    confidence: Confidence = 1.0
+
+
+class LinkOut(Struct):
+    edge_id: UUID
+    inverse_edge_id: UUID | None
+
+
+class UnlinkOut(Struct):
+    removed: int
+
+
+class NodeRef(Struct):
+    id: UUID
+    kind: Literal["memory", "entity"]
+    title_or_name: str | None
+    entity_class: str | None = None
+
+
+class RelationOut(Struct):
+    predicate: str
+    direction: Literal["out", "in"]
+    confidence: float
+    derived: bool
+    node: NodeRef
+
+
+class RelationsOut(Struct):
+    relations: list[RelationOut]
+
+
+class PredicateIn(Struct):
+    name: PredicateName
+    subject_classes: Annotated[list[ClassName], Meta(min_length=1, max_length=20)]
+    object_classes: Annotated[list[ClassName], Meta(min_length=1, max_length=20)]
+    inverse: PredicateName | None = None
+    symmetric: bool = False
+    description: Annotated[str, Meta(max_length=1000, pattern=_NO_NUL)] | None = None
+    new_classes: Annotated[list[ClassName], Meta(max_length=20)] = msgspec.field(
+        default_factory=list
+    )
+
+
+class JobOut(Struct):
+    id: UUID
+    kind: str
+    status: str
+    attempts: int
+    last_error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    finished_at: datetime | None

@@ -1,0 +1,126 @@
+"""Extraction after a memory commits: mentions of known entities (gazetteer) and candidate
+entities from named-entity recognition. Runs as a background job, never on the write path.
+
+Extension point: an extractor turns a chunk into spans. LLM extraction (a prompt with a
+``__CHUNK__`` placeholder) will plug in here as one more ``Recogniser``; it is not implemented,
+and asking for it is refused at start-up rather than silently skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.db.engine import Database
+from knowmind.graph.names import normalise_name
+from knowmind.ingest.gazetteer import find_known_entities
+from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
+from knowmind.store import edges as edge_store
+from knowmind.store import entities as entity_store
+
+__all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "Extraction", "build_recognisers"]
+
+EXTRACT_JOB = "extract_mentions"
+AVAILABLE_EXTRACTORS = ("gazetteer", "ner")
+CHUNK_PLACEHOLDER = "__CHUNK__"
+
+
+def build_recognisers(extractors: list[str], language: str) -> list[Recogniser]:
+    if "ner" not in extractors:
+        return []
+    recognisers: list[Recogniser] = [RuleRecogniser()]
+    english = spacy_recogniser() if language == "english" else None
+    if english is not None:
+        recognisers.append(english)
+    return recognisers
+
+
+@dataclass(slots=True)
+class Extraction:
+    """The job handler: ``await Extraction(db, extractors)(tenant_id, payload)``."""
+
+    db: Database
+    extractors: list[str]
+
+    async def __call__(self, tenant_id: UUID, payload: dict[str, Any]) -> dict[str, Any]:
+        memory_id = UUID(payload["memory_id"])
+        async with self.db.tenant_tx(tenant_id) as conn:
+            language = await conn.scalar(
+                text("SELECT language::text FROM tenants WHERE id = :t"), {"t": tenant_id}
+            )
+            chunks = await _chunks(conn, tenant_id, memory_id)
+            if not chunks:
+                return {"skipped": "memory no longer exists"}
+            mentions: list[tuple[Any, ...]] = []
+            counts = {"gazetteer": 0, "ner": 0, "entities_created": 0}
+            for chunk_id, content in chunks:
+                if "gazetteer" in self.extractors:
+                    for hit in await find_known_entities(conn, tenant_id, content):
+                        mentions.append(
+                            (
+                                memory_id,
+                                chunk_id,
+                                hit.entity_id,
+                                "gazetteer",
+                                0.9,
+                                hit.start,
+                                hit.end,
+                            )
+                        )
+                        counts["gazetteer"] += 1
+                for recogniser in build_recognisers(self.extractors, language or ""):
+                    for span in recogniser.find(content):
+                        entity_id, created = await _candidate(conn, tenant_id, span)
+                        counts["entities_created"] += created
+                        mentions.append(
+                            (
+                                memory_id,
+                                chunk_id,
+                                entity_id,
+                                "ner",
+                                span.confidence,
+                                span.start,
+                                span.end,
+                            )
+                        )
+                        counts["ner"] += 1
+            counts["mentions_written"] = await edge_store.insert_mentions(conn, tenant_id, mentions)
+        return counts
+
+
+async def _chunks(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> list[tuple]:
+    rows = await conn.execute(
+        text(
+            "SELECT id, content FROM chunks WHERE tenant_id = :t AND memory_id = :m "
+            "ORDER BY ordinal"
+        ),
+        {"t": tenant_id, "m": memory_id},
+    )
+    return [tuple(r) for r in rows]
+
+
+async def _candidate(conn: AsyncConnection, tenant_id: UUID, span: Any) -> tuple[UUID, int]:
+    """An entity for a recognised span: an existing one with that name (any class), else a new
+    candidate of the recognised class."""
+    norm = normalise_name(span.text)
+    existing = await entity_store.find_entities_by_norm(conn, tenant_id, norm)
+    for entity in existing:
+        if entity.entity_class == span.entity_class:
+            return entity.id, 0
+    if existing:
+        return existing[0].id, 0
+    entity_id = await entity_store.insert_entity_if_missing(
+        conn,
+        tenant_id,
+        name=span.text,
+        norm_name=norm,
+        entity_class=span.entity_class,
+        description=None,
+        origin="ner",
+        confidence=span.confidence,
+    )
+    return entity_id, 1

@@ -1,0 +1,236 @@
+"""Graph edges, node lookups, mentions and derived-edge recomputation (tenant transaction)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = [
+    "delete_edge_pair",
+    "delete_node_edges",
+    "insert_edge",
+    "insert_mentions",
+    "lock_tenant_graph",
+    "node_kinds",
+    "node_relations",
+    "recompute_derived",
+    "set_inverse",
+]
+
+
+async def lock_tenant_graph(conn: AsyncConnection, tenant_id: UUID) -> None:
+    """Serialise a tenant's graph writes so derived edges are computed from a complete view."""
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+        {"key": f"knowmind-graph:{tenant_id}"},
+    )
+
+
+async def node_kinds(
+    conn: AsyncConnection, tenant_id: UUID, ids: Sequence[UUID]
+) -> dict[UUID, tuple[str, str | None]]:
+    """{id: (kind, entity class or None for memories)} for the ids that exist."""
+    rows = await conn.execute(
+        text(
+            "SELECT id, 'entity' AS kind, entity_class FROM entities "
+            "WHERE tenant_id = :t AND id = ANY(:ids) "
+            "UNION ALL SELECT id, 'memory', NULL FROM memories "
+            "WHERE tenant_id = :t AND id = ANY(:ids)"
+        ),
+        {"t": tenant_id, "ids": list(ids)},
+    )
+    return {r.id: (r.kind, r.entity_class) for r in rows}
+
+
+async def insert_edge(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    *,
+    from_id: UUID,
+    from_kind: str,
+    to_id: UUID,
+    to_kind: str,
+    predicate: str,
+    confidence: float,
+    properties: dict[str, Any] | None = None,
+    derived: bool = False,
+) -> UUID:
+    """Idempotent: an existing edge keeps its id (its confidence is updated if it changed)."""
+    params = {
+        "t": tenant_id,
+        "f": from_id,
+        "fk": from_kind,
+        "to": to_id,
+        "tk": to_kind,
+        "p": predicate,
+        "c": confidence,
+        "props": properties or {},
+        "d": derived,
+    }
+    edge_id = await conn.scalar(
+        text(
+            "INSERT INTO edges AS e (tenant_id, from_id, from_kind, to_id, to_kind, predicate, "
+            "confidence, properties, derived) VALUES (:t, :f, :fk, :to, :tk, :p, :c, "
+            "CAST(:props AS jsonb), :d) ON CONFLICT (tenant_id, from_id, predicate, to_id) "
+            "DO UPDATE SET confidence = EXCLUDED.confidence "
+            "WHERE e.confidence IS DISTINCT FROM EXCLUDED.confidence RETURNING id"
+        ),
+        {**params, "props": json.dumps(params["props"])},
+    )
+    if edge_id is None:
+        edge_id = await conn.scalar(
+            text(
+                "SELECT id FROM edges WHERE tenant_id = :t AND from_id = :f AND predicate = :p "
+                "AND to_id = :to"
+            ),
+            params,
+        )
+    return edge_id
+
+
+async def set_inverse(conn: AsyncConnection, tenant_id: UUID, a: UUID, b: UUID) -> None:
+    await conn.execute(
+        text(
+            "UPDATE edges SET inverse_id = CASE id WHEN :a THEN CAST(:b AS uuid) ELSE :a END "
+            "WHERE tenant_id = :t AND id IN (:a, :b) AND inverse_id IS DISTINCT FROM "
+            "CASE id WHEN :a THEN CAST(:b AS uuid) ELSE :a END"
+        ),
+        {"t": tenant_id, "a": a, "b": b},
+    )
+
+
+async def delete_edge_pair(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    from_id: UUID,
+    predicate: str,
+    to_id: UUID,
+    twin: str | None,
+) -> int:
+    result = await conn.execute(
+        text(
+            "DELETE FROM edges WHERE tenant_id = :t AND NOT derived AND ("
+            "(from_id = :f AND predicate = :p AND to_id = :to) OR "
+            "(from_id = :to AND predicate = :twin AND to_id = :f)) RETURNING id"
+        ),
+        {"t": tenant_id, "f": from_id, "p": predicate, "to": to_id, "twin": twin or ""},
+    )
+    return len(result.all())
+
+
+async def delete_node_edges(conn: AsyncConnection, tenant_id: UUID, node_id: UUID) -> list[str]:
+    """Remove every edge touching a node; returns the predicates that were removed."""
+    rows = await conn.execute(
+        text(
+            "DELETE FROM edges WHERE tenant_id = :t AND (from_id = :n OR to_id = :n) "
+            "RETURNING predicate"
+        ),
+        {"t": tenant_id, "n": node_id},
+    )
+    return list(rows.scalars())
+
+
+def _path_sql(path: Sequence[str], offset: int) -> tuple[str, dict[str, str]]:
+    """SELECT (x, x kind, z, z kind) for chains of forward edges with the given predicates."""
+    params = {f"p{offset}_{i}": predicate for i, predicate in enumerate(path)}
+    joins = "".join(
+        f" JOIN edges e{i} ON e{i}.tenant_id = e0.tenant_id AND e{i}.from_id = e{i - 1}.to_id "
+        f"AND e{i}.predicate = :p{offset}_{i} AND e{i}.valid_to IS NULL"
+        for i in range(1, len(path))
+    )
+    last = len(path) - 1
+    sql = (
+        f"SELECT e0.from_id AS x, e0.from_kind AS xk, e{last}.to_id AS z, e{last}.to_kind AS zk "
+        f"FROM edges e0{joins} WHERE e0.tenant_id = :t AND e0.predicate = :p{offset}_0 "
+        f"AND e0.valid_to IS NULL AND e0.from_id <> e{last}.to_id"
+    )
+    return sql, params
+
+
+async def recompute_derived(
+    conn: AsyncConnection, tenant_id: UUID, predicate: str, paths: Sequence[Sequence[str]]
+) -> None:
+    """Make the derived edges of ``predicate`` exactly the pairs its paths connect."""
+    parts, params = [], {"t": tenant_id, "d": predicate}
+    for i, path in enumerate(paths):
+        sql, path_params = _path_sql(path, i)
+        parts.append(sql)
+        params.update(path_params)
+    desired = " UNION ".join(parts)
+    await conn.execute(
+        text(
+            f"WITH desired AS ({desired}) INSERT INTO edges (tenant_id, from_id, from_kind, "
+            "to_id, to_kind, predicate, derived) SELECT DISTINCT :t, x, xk, z, zk, :d, true "
+            "FROM desired ON CONFLICT (tenant_id, from_id, predicate, to_id) DO NOTHING"
+        ),
+        params,
+    )
+    await conn.execute(
+        text(
+            f"WITH desired AS ({desired}) DELETE FROM edges e WHERE e.tenant_id = :t "
+            "AND e.predicate = :d AND e.derived AND NOT EXISTS "
+            "(SELECT 1 FROM desired WHERE x = e.from_id AND z = e.to_id)"
+        ),
+        params,
+    )
+
+
+async def insert_mentions(
+    conn: AsyncConnection, tenant_id: UUID, mentions: Sequence[tuple[Any, ...]]
+) -> int:
+    """Rows of (memory, chunk | None, entity, method, confidence, start, end); duplicates of
+    (memory, entity, method) are ignored."""
+    if not mentions:
+        return 0
+    result = await conn.execute(
+        text(
+            "INSERT INTO mentions (tenant_id, memory_id, chunk_id, entity_id, method, confidence, "
+            "start_offset, end_offset) VALUES (:t, :m, :c, :e, :method, :conf, :s, :end) "
+            "ON CONFLICT (tenant_id, memory_id, entity_id, method) DO NOTHING"
+        ),
+        [
+            {
+                "t": tenant_id,
+                "m": m,
+                "c": c,
+                "e": e,
+                "method": method,
+                "conf": conf,
+                "s": s,
+                "end": end,
+            }
+            for m, c, e, method, conf, s, end in mentions
+        ],
+    )
+    return result.rowcount or 0
+
+
+async def node_relations(
+    conn: AsyncConnection, tenant_id: UUID, node_id: UUID
+) -> list[dict[str, Any]]:
+    """Edges out of and into a node, and mentions (as MENTIONS memory → entity)."""
+    rows = await conn.execute(
+        text(
+            "WITH rel AS ("
+            " SELECT predicate, 'out' AS direction, confidence, derived, to_id AS node_id, "
+            " to_kind AS kind FROM edges WHERE tenant_id = :t AND from_id = :n"
+            " UNION ALL SELECT predicate, 'in', confidence, derived, from_id, from_kind "
+            " FROM edges WHERE tenant_id = :t AND to_id = :n"
+            " UNION ALL SELECT 'MENTIONS', 'out', max(confidence), false, entity_id, 'entity' "
+            " FROM mentions WHERE tenant_id = :t AND memory_id = :n GROUP BY entity_id"
+            " UNION ALL SELECT 'MENTIONS', 'in', max(confidence), false, memory_id, 'memory' "
+            " FROM mentions WHERE tenant_id = :t AND entity_id = :n GROUP BY memory_id)"
+            " SELECT rel.*, coalesce(e.name, m.title, left(m.content, 80)) AS title_or_name, "
+            " e.entity_class FROM rel"
+            " LEFT JOIN entities e ON e.tenant_id = :t AND e.id = rel.node_id"
+            " LEFT JOIN memories m ON m.tenant_id = :t AND m.id = rel.node_id"
+            " ORDER BY rel.direction DESC, rel.predicate, title_or_name"
+        ),
+        {"t": tenant_id, "n": node_id},
+    )
+    return [dict(r._mapping) for r in rows]

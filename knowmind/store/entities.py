@@ -1,0 +1,199 @@
+"""entities and their normalised names (inside a tenant transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = [
+    "EntityRow",
+    "find_entities_by_norm",
+    "get_entity",
+    "insert_entity_if_missing",
+    "lookup_names",
+    "search_entities",
+    "upsert_entity",
+]
+
+_COLUMNS = (
+    "e.id, e.name, e.entity_class, e.description, e.aliases, e.origin, e.confidence, e.created_at"
+)
+
+
+class EntityRow(msgspec.Struct, frozen=True):
+    id: UUID
+    name: str
+    entity_class: str
+    description: str | None
+    aliases: list[str]
+    origin: str
+    confidence: float
+    created_at: Any
+    score: float | None = None
+
+
+async def upsert_entity(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    *,
+    name: str,
+    norm_name: str,
+    entity_class: str,
+    description: str | None,
+    aliases: list[str],
+    alias_norms: list[str],
+    origin: str = "api",
+    confidence: float = 1.0,
+) -> tuple[EntityRow, bool]:
+    """Insert or merge (aliases united, description kept unless a new one is given).
+    Returns the row and whether it was created."""
+    row = (
+        await conn.execute(
+            text(
+                "INSERT INTO entities AS e (tenant_id, name, norm_name, entity_class, description, "
+                "aliases, origin, confidence) VALUES (:t, :name, :norm, :cls, :descr, :aliases, "
+                ":origin, :conf) ON CONFLICT (tenant_id, norm_name, entity_class) DO UPDATE SET "
+                "aliases = ARRAY(SELECT DISTINCT a FROM unnest(e.aliases || EXCLUDED.aliases) a "
+                "ORDER BY a), description = coalesce(EXCLUDED.description, e.description), "
+                "origin = CASE WHEN EXCLUDED.origin = 'api' THEN 'api' ELSE e.origin END, "
+                "confidence = greatest(e.confidence, EXCLUDED.confidence) "
+                f"RETURNING {_COLUMNS}, (xmax = 0) AS created"
+            ),
+            {
+                "t": tenant_id,
+                "name": name,
+                "norm": norm_name,
+                "cls": entity_class,
+                "descr": description,
+                "aliases": aliases,
+                "origin": origin,
+                "conf": confidence,
+            },
+        )
+    ).one()
+    await _insert_names(conn, tenant_id, row.id, norm_name, alias_norms)
+    values = dict(row._mapping)
+    created = values.pop("created")
+    return EntityRow(**values), bool(created)
+
+
+async def insert_entity_if_missing(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    *,
+    name: str,
+    norm_name: str,
+    entity_class: str,
+    description: str | None,
+    origin: str,
+    confidence: float,
+) -> UUID:
+    """Find-or-create without touching an existing entity (no needless row versions)."""
+    existing = await conn.scalar(
+        text(
+            "SELECT id FROM entities WHERE tenant_id = :t AND norm_name = :n AND entity_class = :c"
+        ),
+        {"t": tenant_id, "n": norm_name, "c": entity_class},
+    )
+    if existing is not None:
+        return existing
+    row, _ = await upsert_entity(
+        conn,
+        tenant_id,
+        name=name,
+        norm_name=norm_name,
+        entity_class=entity_class,
+        description=description,
+        aliases=[],
+        alias_norms=[],
+        origin=origin,
+        confidence=confidence,
+    )
+    return row.id
+
+
+async def _insert_names(
+    conn: AsyncConnection, tenant_id: UUID, entity_id: UUID, norm_name: str, alias_norms: list[str]
+) -> None:
+    names = [norm_name, *[a for a in alias_norms if a and a != norm_name]]
+    await conn.execute(
+        text(
+            "INSERT INTO entity_names (tenant_id, entity_id, norm_name, is_alias) "
+            "SELECT :t, :e, n, ord > 1 FROM unnest(CAST(:names AS text[])) WITH ORDINALITY "
+            "AS x(n, ord) ON CONFLICT DO NOTHING"
+        ),
+        {"t": tenant_id, "e": entity_id, "names": names},
+    )
+
+
+async def get_entity(conn: AsyncConnection, tenant_id: UUID, entity_id: UUID) -> EntityRow | None:
+    row = (
+        await conn.execute(
+            text(f"SELECT {_COLUMNS} FROM entities e WHERE e.tenant_id = :t AND e.id = :id"),
+            {"t": tenant_id, "id": entity_id},
+        )
+    ).one_or_none()
+    return EntityRow(**row._mapping) if row else None
+
+
+async def find_entities_by_norm(
+    conn: AsyncConnection, tenant_id: UUID, norm_name: str
+) -> list[EntityRow]:
+    """Entities whose name or alias normalises to ``norm_name`` (any class)."""
+    rows = await conn.execute(
+        text(
+            f"SELECT DISTINCT {_COLUMNS} FROM entity_names n JOIN entities e "
+            "ON e.tenant_id = n.tenant_id AND e.id = n.entity_id "
+            "WHERE n.tenant_id = :t AND n.norm_name = :n"
+        ),
+        {"t": tenant_id, "n": norm_name},
+    )
+    return [EntityRow(**r._mapping) for r in rows]
+
+
+async def search_entities(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    norm_query: str,
+    limit: int,
+    entity_class: str | None = None,
+) -> list[EntityRow]:
+    """Fuzzy match on names and aliases: trigram similarity of the whole name, or of the
+    query as a word within a longer name ("anna" finds "anna meier")."""
+    class_filter = " AND e.entity_class = :cls" if entity_class else ""
+    rows = await conn.execute(
+        text(
+            f"SELECT {_COLUMNS}, max(greatest(similarity(n.norm_name, :q), "
+            "word_similarity(:q, n.norm_name))) AS score "
+            "FROM entity_names n JOIN entities e "
+            "ON e.tenant_id = n.tenant_id AND e.id = n.entity_id "
+            f"WHERE n.tenant_id = :t AND (n.norm_name % :q OR :q <% n.norm_name){class_filter} "
+            f"GROUP BY {_COLUMNS} ORDER BY score DESC, e.name LIMIT :limit"
+        ),
+        {"t": tenant_id, "q": norm_query, "limit": limit, "cls": entity_class},
+    )
+    return [EntityRow(**r._mapping) for r in rows]
+
+
+async def lookup_names(
+    conn: AsyncConnection, tenant_id: UUID, candidates: list[str]
+) -> dict[str, list[tuple[UUID, str]]]:
+    """Exact lookup of many normalised n-grams at once: {ngram: [(entity id, class)]}."""
+    if not candidates:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT n.norm_name, e.id, e.entity_class FROM entity_names n JOIN entities e "
+            "ON e.tenant_id = n.tenant_id AND e.id = n.entity_id "
+            "WHERE n.tenant_id = :t AND n.norm_name = ANY(CAST(:names AS text[]))"
+        ),
+        {"t": tenant_id, "names": candidates},
+    )
+    found: dict[str, list[tuple[UUID, str]]] = {}
+    for norm, entity_id, entity_class in rows:
+        found.setdefault(norm, []).append((entity_id, entity_class))
+    return found

@@ -1,0 +1,100 @@
+"""Background jobs (extraction): enqueued in the writer's transaction, claimed with
+``FOR UPDATE SKIP LOCKED`` across tenants by the worker (owner connection)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = ["JobRow", "claim_jobs", "enqueue_job", "finish_job", "get_job", "retry_or_fail_job"]
+
+_COLUMNS = (
+    "id, tenant_id, kind, payload, status, attempts, max_attempts, last_error, result, "
+    "created_at, finished_at"
+)
+
+
+class JobRow(msgspec.Struct, frozen=True):
+    id: UUID
+    tenant_id: UUID
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+async def enqueue_job(
+    conn: AsyncConnection, tenant_id: UUID, kind: str, payload: dict[str, Any]
+) -> UUID:
+    return await conn.scalar(
+        text(
+            "INSERT INTO jobs (tenant_id, kind, payload) VALUES (:t, :k, CAST(:p AS jsonb)) "
+            "RETURNING id"
+        ),
+        {"t": tenant_id, "k": kind, "p": msgspec.json.encode(payload).decode()},
+    )
+
+
+async def get_job(conn: AsyncConnection, tenant_id: UUID, job_id: UUID) -> JobRow | None:
+    row = (
+        await conn.execute(
+            text(f"SELECT {_COLUMNS} FROM jobs WHERE tenant_id = :t AND id = :id"),
+            {"t": tenant_id, "id": job_id},
+        )
+    ).one_or_none()
+    return JobRow(**row._mapping) if row else None
+
+
+async def claim_jobs(conn: AsyncConnection, limit: int, lease_seconds: int) -> list[JobRow]:
+    """Take due jobs (and jobs whose worker died: lease expired) for this worker."""
+    rows = await conn.execute(
+        text(
+            "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
+            "locked_until = now() + make_interval(secs => :lease) "
+            "WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM jobs WHERE "
+            "(status = 'pending' AND run_after <= now()) OR "
+            "(status = 'running' AND locked_until < now()) "
+            "ORDER BY run_after LIMIT :limit FOR UPDATE SKIP LOCKED) "
+            f"RETURNING {_COLUMNS}"
+        ),
+        {"limit": limit, "lease": lease_seconds},
+    )
+    return [JobRow(**r._mapping) for r in rows]
+
+
+async def finish_job(
+    conn: AsyncConnection, tenant_id: UUID, job_id: UUID, result: dict[str, Any]
+) -> None:
+    await conn.execute(
+        text(
+            "UPDATE jobs SET status = 'done', result = CAST(:r AS jsonb), finished_at = now(), "
+            "locked_until = NULL, last_error = NULL WHERE tenant_id = :t AND id = :id"
+        ),
+        {"t": tenant_id, "id": job_id, "r": msgspec.json.encode(result).decode()},
+    )
+
+
+async def retry_or_fail_job(
+    conn: AsyncConnection, tenant_id: UUID, job_id: UUID, error: str, backoff_seconds: float
+) -> str:
+    """Back off and retry, or give up after ``max_attempts``; returns the new status."""
+    return await conn.scalar(
+        text(
+            "UPDATE jobs SET last_error = :e, locked_until = NULL, "
+            "status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, "
+            "finished_at = CASE WHEN attempts >= max_attempts THEN now() END, "
+            "run_after = now() + make_interval(secs => :b) "
+            "WHERE tenant_id = :t AND id = :id RETURNING status"
+        ),
+        {"t": tenant_id, "id": job_id, "e": error[:500], "b": backoff_seconds},
+    )

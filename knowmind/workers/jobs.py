@@ -1,0 +1,88 @@
+"""The job worker: claims due jobs across tenants, runs their handler, retries with backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from knowmind.db.engine import Database
+from knowmind.store import jobs as job_store
+
+__all__ = ["JobHandler", "JobWorker"]
+
+log = structlog.get_logger(__name__)
+
+JobHandler = Callable[[UUID, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class JobWorker:
+    def __init__(
+        self,
+        db: Database,
+        handlers: Mapping[str, JobHandler],
+        *,
+        poll_seconds: float = 1.0,
+        batch: int = 4,
+        lease_seconds: int = 300,
+        max_backoff_seconds: float = 300.0,
+    ) -> None:
+        self.db = db
+        self.handlers = dict(handlers)
+        self.poll_seconds = poll_seconds
+        self.batch = batch
+        self.lease_seconds = lease_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Called after a job was committed in this process: no need to wait for the poll."""
+        self._wake.set()
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                processed = await self.run_once()
+            except Exception:
+                log.exception("jobs.poll_failed")
+                processed = 0
+            if processed == 0:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
+
+    async def run_once(self) -> int:
+        async with self.db.owner_tx() as conn:
+            jobs = await job_store.claim_jobs(conn, self.batch, self.lease_seconds)
+        for job in jobs:
+            await self._run(job)
+        return len(jobs)
+
+    async def _run(self, job: job_store.JobRow) -> None:
+        handler = self.handlers.get(job.kind)
+        try:
+            if handler is None:
+                raise LookupError(f"no handler for job kind {job.kind!r}")
+            result = await handler(job.tenant_id, job.payload)
+        except Exception as exc:
+            backoff = min(self.max_backoff_seconds, 2.0**job.attempts)
+            async with self.db.owner_tx() as conn:
+                status = await job_store.retry_or_fail_job(
+                    conn, job.tenant_id, job.id, f"{type(exc).__name__}: {exc}", backoff
+                )
+            log.warning(
+                "jobs.failed",
+                job_id=str(job.id),
+                kind=job.kind,
+                status=status,
+                attempt=job.attempts,
+                error_type=type(exc).__name__,
+            )
+            return
+        async with self.db.owner_tx() as conn:
+            await job_store.finish_job(conn, job.tenant_id, job.id, result)
+        log.info("jobs.done", job_id=str(job.id), kind=job.kind, tenant_id=str(job.tenant_id))
