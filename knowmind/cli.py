@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from uuid import UUID
 
 from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
@@ -153,6 +153,59 @@ def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
+    """The job worker and mirror drainer without the HTTP server."""
+    from knowmind.runtime import Runtime
+
+    embedder = build_embedder(settings.embedder, settings.embed_threads)
+
+    async def run() -> None:
+        runtime = await Runtime.start(settings, embedder)
+        runtime.start_workers()
+        print(
+            "knowmind worker running (jobs" + (", graph mirror)" if runtime.mirror else ")"),
+            flush=True,
+        )
+        try:
+            await asyncio.gather(*runtime.background_tasks)
+        finally:
+            await runtime.close()
+
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    with database(settings) as settings, suppress(KeyboardInterrupt):
+        asyncio.run(run())
+    return 0
+
+
+def cmd_graph_resync(settings: Settings, args: argparse.Namespace) -> int:
+    from knowmind.graph.neo4j_mirror import Neo4jMirror
+    from knowmind.workers.mirror import resync_tenant
+
+    if not settings.neo4j_url:
+        raise SettingsError("graph resync needs KNOWMIND_NEO4J_URL")
+
+    async def run() -> dict[str, int]:
+        assert settings.database_url and settings.neo4j_url
+        db = Database.connect(settings.database_url, settings.app_database_url, 2)
+        mirror = await Neo4jMirror.connect(
+            settings.neo4j_url,
+            settings.neo4j_user,
+            settings.neo4j_password,
+            batch_size=settings.graph_batch_size,
+        )
+        try:
+            await mirror.ensure_schema()
+            return await resync_tenant(db, mirror, args.tenant)
+        finally:
+            await mirror.close()
+            await db.dispose()
+
+    with database(settings) as settings:
+        counts = asyncio.run(run())
+    print(f"resynced tenant {args.tenant}: {counts['nodes']} nodes, {counts['edges']} edges")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="knowmind", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     tcreate.add_argument("--tenant", required=True, type=UUID)
     tcreate.add_argument("--scopes", default="read,write", help="comma-separated: read,write,admin")
     tcreate.set_defaults(fn=cmd_token_create)
+    sub.add_parser("worker", help="run the job worker and graph mirror").set_defaults(fn=cmd_worker)
+    graph = sub.add_parser("graph", help="graph mirror").add_subparsers(
+        dest="action", required=True
+    )
+    resync = graph.add_parser("resync", help="rebuild one tenant's Neo4j mirror from PostgreSQL")
+    resync.add_argument("--tenant", required=True, type=UUID)
+    resync.set_defaults(fn=cmd_graph_resync)
     return parser
 
 

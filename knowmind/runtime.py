@@ -93,6 +93,10 @@ class Runtime:
             mirror=mirror_drainer(db, settings),
         )
 
+    @property
+    def background_tasks(self) -> list[asyncio.Task[None]]:
+        return list(self._tasks)
+
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""
         self._tasks.append(asyncio.create_task(self.jobs.run_forever(), name="knowmind-jobs"))

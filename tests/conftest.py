@@ -49,6 +49,9 @@ def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Set
         admin_token=ADMIN_TOKEN,
         log_format="json",
         max_body_bytes=64 * 1024,
+        # The suite's server wakes its job worker on its own writes; no background polling,
+        # so tests that run their own worker are not raced by this one.
+        job_poll_seconds=3600.0,
     )
 
 

@@ -55,19 +55,21 @@ async def get_job(conn: AsyncConnection, tenant_id: UUID, job_id: UUID) -> JobRo
     return JobRow(**row._mapping) if row else None
 
 
-async def claim_jobs(conn: AsyncConnection, limit: int, lease_seconds: int) -> list[JobRow]:
-    """Take due jobs (and jobs whose worker died: lease expired) for this worker."""
+async def claim_jobs(
+    conn: AsyncConnection, kinds: list[str], limit: int, lease_seconds: int
+) -> list[JobRow]:
+    """Take due jobs of the given kinds (and jobs whose worker died: lease expired)."""
     rows = await conn.execute(
         text(
             "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
             "locked_until = now() + make_interval(secs => :lease) "
-            "WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM jobs WHERE "
-            "(status = 'pending' AND run_after <= now()) OR "
-            "(status = 'running' AND locked_until < now()) "
+            "WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM jobs WHERE kind = ANY(:kinds) "
+            "AND ((status = 'pending' AND run_after <= now()) OR "
+            "(status = 'running' AND locked_until < now())) "
             "ORDER BY run_after LIMIT :limit FOR UPDATE SKIP LOCKED) "
             f"RETURNING {_COLUMNS}"
         ),
-        {"limit": limit, "lease": lease_seconds},
+        {"limit": limit, "lease": lease_seconds, "kinds": kinds},
     )
     return [JobRow(**r._mapping) for r in rows]
 

@@ -57,17 +57,16 @@ class JobWorker:
 
     async def run_once(self) -> int:
         async with self.db.owner_tx() as conn:
-            jobs = await job_store.claim_jobs(conn, self.batch, self.lease_seconds)
+            jobs = await job_store.claim_jobs(
+                conn, list(self.handlers), self.batch, self.lease_seconds
+            )
         for job in jobs:
             await self._run(job)
         return len(jobs)
 
     async def _run(self, job: job_store.JobRow) -> None:
-        handler = self.handlers.get(job.kind)
         try:
-            if handler is None:
-                raise LookupError(f"no handler for job kind {job.kind!r}")
-            result = await handler(job.tenant_id, job.payload)
+            result = await self.handlers[job.kind](job.tenant_id, job.payload)
         except Exception as exc:
             backoff = min(self.max_backoff_seconds, 2.0**job.attempts)
             async with self.db.owner_tx() as conn:
