@@ -123,19 +123,23 @@ async def resync_tenant(db: Database, mirror: Neo4jMirror, tenant_id: UUID) -> d
     return {"nodes": nodes, "edges": len(changes) - nodes}
 
 
+# Nodes first, then edges and mentions: the order a fresh mirror is built in.
 _RESYNC_SQL = """
-SELECT 'upsert_node', jsonb_build_object('id', id, 'kind', 'entity', 'name', left(name, 100),
-  'entity_class', entity_class) FROM entities WHERE tenant_id = :t
-UNION ALL
-SELECT 'upsert_node', jsonb_build_object('id', id, 'kind', 'memory',
-  'name', left(coalesce(title, content), 100), 'entity_class', NULL)
-  FROM memories WHERE tenant_id = :t
-UNION ALL
-SELECT 'upsert_edge', jsonb_build_object('id', id, 'from_id', from_id, 'to_id', to_id,
-  'predicate', predicate, 'confidence', confidence, 'derived', derived)
-  FROM edges WHERE tenant_id = :t
-UNION ALL
-SELECT 'upsert_edge', jsonb_build_object('id', id, 'from_id', memory_id, 'to_id', entity_id,
-  'predicate', 'MENTIONS', 'confidence', confidence, 'derived', false)
-  FROM mentions WHERE tenant_id = :t
+SELECT op, payload FROM (
+  SELECT 1 AS step, 'upsert_node' AS op, jsonb_build_object('id', id, 'kind', 'entity',
+    'name', left(name, 100), 'entity_class', entity_class) AS payload
+    FROM entities WHERE tenant_id = :t
+  UNION ALL
+  SELECT 1, 'upsert_node', jsonb_build_object('id', id, 'kind', 'memory',
+    'name', left(coalesce(title, content), 100), 'entity_class', NULL)
+    FROM memories WHERE tenant_id = :t
+  UNION ALL
+  SELECT 2, 'upsert_edge', jsonb_build_object('id', id, 'from_id', from_id, 'to_id', to_id,
+    'predicate', predicate, 'confidence', confidence, 'derived', derived)
+    FROM edges WHERE tenant_id = :t
+  UNION ALL
+  SELECT 2, 'upsert_edge', jsonb_build_object('id', id, 'from_id', memory_id,
+    'to_id', entity_id, 'predicate', 'MENTIONS', 'confidence', confidence, 'derived', false)
+    FROM mentions WHERE tenant_id = :t
+) AS changes ORDER BY step
 """
