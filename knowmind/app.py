@@ -42,6 +42,7 @@ def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         runtime = await Runtime.start(settings, embedder)
         app.state.runtime = runtime
+        runtime.start_loading_reranker()
         if settings.run_workers == "on":
             runtime.start_workers()
         try:

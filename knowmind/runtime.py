@@ -5,16 +5,23 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import structlog
 from sqlalchemy import text
 
 from knowmind.db.engine import Database
 from knowmind.db.migrate import check_embedding_model, current_revision, head_revision
+from knowmind.graph.base import GraphReader
+from knowmind.graph.postgres_reader import PostgresGraphReader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
+from knowmind.models.rerank import load_reranker
 from knowmind.recall.bm25 import FullTextStage
+from knowmind.recall.graph import GraphStage
+from knowmind.recall.identity import IdentityStage
 from knowmind.recall.pipeline import RecallPipeline
+from knowmind.recall.rerank import RerankStep
 from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
 from knowmind.services.graph import GraphService
@@ -24,6 +31,15 @@ from knowmind.settings import Settings
 from knowmind.store.outbox import outbox_lag
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
+
+
+def graph_reader(db: Database, settings: Settings) -> GraphReader:
+    if settings.graph_backend == "neo4j":
+        from knowmind.graph.neo4j_reader import Neo4jGraphReader
+
+        assert settings.neo4j_url
+        return Neo4jGraphReader(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
+    return PostgresGraphReader(db)
 
 
 def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
@@ -40,6 +56,8 @@ def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
 
 
 __all__ = ["Runtime"]
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(slots=True)
@@ -72,8 +90,22 @@ class Runtime:
             graph_mirror=bool(settings.neo4j_url),
         )
         executor = EmbeddingExecutor(embedder)
+        rerank = RerankStep(
+            settings.reranker, settings.rerank_candidates, settings.rerank_timeout_seconds
+        )
         pipeline = RecallPipeline(
-            db, executor, [FullTextStage(), VectorStage()], rrf_k=settings.rrf_k
+            db,
+            executor,
+            [
+                FullTextStage(),
+                VectorStage(),
+                GraphStage(graph_reader(db, settings)),
+                IdentityStage(),
+            ],
+            rrf_k=settings.rrf_k,
+            stage_timeout_s=settings.stage_timeout_seconds,
+            default_weights=settings.weights,
+            rerank=rerank,
         )
         graph = GraphService(db)
         jobs = JobWorker(
@@ -96,6 +128,18 @@ class Runtime:
     @property
     def background_tasks(self) -> list[asyncio.Task[None]]:
         return list(self._tasks)
+
+    def start_loading_reranker(self) -> None:
+        """Loading a cross-encoder takes seconds (torch): do it without holding up start-up."""
+        step = self.recall.pipeline.rerank
+
+        async def load() -> None:
+            step.loaded = await asyncio.to_thread(
+                load_reranker, self.settings.reranker, self.settings.embed_threads
+            )
+            log.info("reranker.loaded", active=step.loaded.active, reason=step.loaded.reason)
+
+        self._tasks.append(asyncio.create_task(load(), name="knowmind-reranker-load"))
 
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""

@@ -72,6 +72,21 @@ class Settings:
         default=50, metadata={"doc": "Candidates each recall stage returns before fusion"}
     )
     rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
+    stage_weights: str = field(
+        default="", metadata={"doc": "RRF weight per stage, e.g. `vector=1.125,bm25=1,graph=0.9`"}
+    )
+    stage_timeout_seconds: float = field(
+        default=5.0, metadata={"doc": "Time budget of each recall stage"}
+    )
+    graph_backend: str = field(
+        default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
+    )
+    reranker: str = field(
+        default="flag:BAAI/bge-reranker-v2-m3",
+        metadata={"doc": "`none`, `flag:<model>` or `cross-encoder:<model>` (offline weights)"},
+    )
+    rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
+    rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
     db_pool_size: int = field(default=10, metadata={"doc": "Connections per pool"})
     neo4j_url: str | None = field(
         default=None, metadata={"doc": "Bolt URL of the Neo4j mirror (unset: no mirror)"}
@@ -133,8 +148,26 @@ class Settings:
             )
         if self.extraction_prompt is not None and "__CHUNK__" not in self.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
+        if self.graph_backend not in {"postgres", "neo4j"}:
+            raise SettingsError("KNOWMIND_GRAPH_BACKEND must be postgres or neo4j")
+        if self.graph_backend == "neo4j" and not self.neo4j_url:
+            raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
+        _ = self.weights  # parse now: a bad value fails at start-up, not at the first recall
         if self.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
+
+    @property
+    def weights(self) -> dict[str, float]:
+        weights: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in self.stage_weights.split(","))):
+            stage, _, value = part.partition("=")
+            try:
+                weights[stage.strip()] = float(value)
+            except ValueError as exc:
+                raise SettingsError(
+                    f"KNOWMIND_STAGE_WEIGHTS: {part!r} is not stage=number"
+                ) from exc
+        return weights
 
     @property
     def extractor_list(self) -> list[str]:

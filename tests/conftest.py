@@ -52,6 +52,7 @@ def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Set
         # The suite's server wakes its job worker on its own writes; no background polling,
         # so tests that run their own worker are not raced by this one.
         job_poll_seconds=3600.0,
+        reranker="none",  # tests that need one build a tiny cross-encoder themselves
     )
 
 

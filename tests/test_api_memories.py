@@ -70,7 +70,9 @@ async def test_german_and_english_questions_find_the_german_memory(client, tenan
 
 async def test_recall_result_shape_and_stage_ranks(client, tenant):
     ids = await remember_all(client, tenant)
-    body = await recall(client, tenant, query="Zahlungsziel der Müller GmbH", k=2)
+    body = await recall(
+        client, tenant, query="Zahlungsziel der Müller GmbH", k=2, stages=["bm25", "vector"]
+    )
     top = body["results"][0]
     assert top["memory_id"] == ids[2]
     assert set(top) >= {
@@ -83,8 +85,9 @@ async def test_recall_result_shape_and_stage_ranks(client, tenant):
         "score",
         "stages",
     }
-    # German question on German text: both stages found it, and the fused score is RRF k=60.
-    assert top["stages"] == {"bm25": 1, "vector": 1}
+    # German question on German text: both stages found it, and the fused score is RRF k=60;
+    # the stages not asked for did not run.
+    assert top["stages"] == {"bm25": 1, "vector": 1, "graph": None, "identity": None}
     assert abs(top["score"] - 2 / 61) < 1e-6
     assert {"bm25", "vector", "embed", "fuse", "total"} <= set(body["timings_ms"])
     assert len(body["results"]) == 2

@@ -128,10 +128,18 @@ class RecallFilters(Struct):
     document_id: UUID | None = None
 
 
+StageName = Literal["bm25", "vector", "graph", "identity"]
+
+
 class RecallIn(Struct):
     query: Annotated[str, Meta(min_length=1, max_length=4000, pattern=_NO_NUL)]
     k: Annotated[int, Meta(ge=1, le=25)] = 5
     filters: RecallFilters | None = None
+    hops: Annotated[int, Meta(ge=0, le=3, description="graph hops; 0 = no graph stage")] = 2
+    stages: Annotated[list[StageName], Meta(min_length=1, max_length=4)] | None = None
+    rerank: bool | None = None
+    weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
+    explain: bool = False
 
 
 class RecallHit(Struct):
@@ -144,6 +152,7 @@ class RecallHit(Struct):
     created_at: datetime
     score: float
     stages: dict[str, int | None]
+    rerank_score: float | None = None
 
 
 class RecallOut(Struct):
@@ -151,3 +160,4 @@ class RecallOut(Struct):
     timings_ms: dict[str, float]
     degraded: bool
     degraded_reasons: list[str]
+    explain: dict[str, Any] | None = None

@@ -28,7 +28,10 @@ class SentenceTransformerEmbedder:
         self._model = SentenceTransformer(name_or_path, device="cpu")
         self._batch_size = batch_size
         self.model_id = name_or_path
-        dim = self._model.get_sentence_embedding_dimension()
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        dim = get_dim()
         if not dim:
             raise RuntimeError(f"model {name_or_path!r} does not report an embedding dimension")
         self.dim = int(dim)

@@ -1,18 +1,25 @@
-"""The one interface every recall stage implements."""
+"""The one interface every recall stage implements, and what the pipeline shares with stages."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 from uuid import UUID
 
 import numpy as np
 
 from knowmind.db.engine import Database
+from knowmind.graph.matching import MatchedEntity
 from knowmind.store.search import MemoryFilters
 
-__all__ = ["Candidate", "RecallQuery", "RecallStage", "StageContext", "StageUnavailableError"]
+__all__ = [
+    "Candidate",
+    "RecallQuery",
+    "RecallStage",
+    "StageContext",
+    "StageUnavailableError",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +29,8 @@ class RecallQuery:
     text: str
     filters: MemoryFilters
     candidates: int
+    hops: int = 2
+    explain: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +42,17 @@ class Candidate:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StageContext:
-    """What the pipeline shares with its stages."""
+    """What the pipeline shares with its stages. Every callable is computed at most once per
+    recall however many stages await it."""
 
     db: Database
     query_embedding: Callable[[], Awaitable[np.ndarray]]
+    query_entities: Callable[[], Awaitable[list[MatchedEntity]]]
+    # Another stage's candidates (empty when that stage is not part of this recall).
+    results_of: Callable[[str], Awaitable[list[Candidate]]]
+    explain: dict[str, Any] = field(default_factory=dict)
 
 
 class StageUnavailableError(RuntimeError):

@@ -1,17 +1,19 @@
-"""The recall pipeline: run the stages concurrently, fuse by RRF, group chunks to memories."""
+"""The recall pipeline: run the selected stages concurrently (each within a time budget), fuse
+their memory rankings by RRF, rerank the short list, and return the best chunk per memory."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from uuid import UUID
 
-import numpy as np
 import structlog
 
 from knowmind.db.engine import Database
+from knowmind.graph.matching import MatchedEntity, match_entities
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.base import (
     Candidate,
@@ -21,12 +23,22 @@ from knowmind.recall.base import (
     StageUnavailableError,
 )
 from knowmind.recall.fusion import dedupe, reciprocal_rank_fusion
+from knowmind.recall.rerank import RerankStep
 from knowmind.store.rows import ChunkHit
 from knowmind.store.search import fetch_chunks
 
-__all__ = ["RecallOutcome", "RecallPipeline", "RecalledMemory"]
+__all__ = ["RecallOptions", "RecallOutcome", "RecallPipeline", "RecalledMemory"]
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RecallOptions:
+    k: int = 5
+    stages: Sequence[str] | None = None  # None: every stage
+    weights: Mapping[str, float] | None = None
+    rerank: bool | None = None  # None: when a reranker is active
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +46,7 @@ class RecalledMemory:
     chunk: ChunkHit
     score: float
     stages: dict[str, int | None]
+    rerank_score: float | None = None
 
 
 @dataclass(slots=True)
@@ -41,6 +54,7 @@ class RecallOutcome:
     results: list[RecalledMemory]
     timings_ms: dict[str, float]
     degraded_reasons: list[str] = field(default_factory=list)
+    explain: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -57,80 +71,152 @@ class RecallPipeline:
         db: Database,
         embedder: EmbeddingExecutor,
         stages: Sequence[RecallStage],
+        *,
         rrf_k: int = 60,
+        stage_timeout_s: float = 5.0,
+        default_weights: Mapping[str, float] | None = None,
+        rerank: RerankStep | None = None,
     ) -> None:
         self.db = db
         self.embedder = embedder
         self.stages = {stage.name: stage for stage in stages}
         self.rrf_k = rrf_k
+        self.stage_timeout_s = stage_timeout_s
+        self.default_weights = dict(default_weights or {})
+        self.rerank = rerank or RerankStep("none")
 
-    async def recall(
-        self, query: RecallQuery, k: int, weights: Mapping[str, float] | None = None
-    ) -> RecallOutcome:
+    async def recall(self, query: RecallQuery, options: RecallOptions) -> RecallOutcome:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        embedding = _OnceEmbedding(self.embedder, query.text, timings)
-        ctx = StageContext(db=self.db, query_embedding=embedding.get)
-
-        runs = await asyncio.gather(*(self._run(s, query, ctx) for s in self.stages.values()))
+        selected = self._select(query, options)
+        finished: dict[str, asyncio.Future[list[Candidate]]] = {
+            name: asyncio.get_running_loop().create_future() for name in selected
+        }
+        ctx = StageContext(
+            db=self.db,
+            query_embedding=_once(lambda: self._embed(query.text, timings)),
+            query_entities=_once(lambda: self._entities(query)),
+            results_of=lambda name: _results_of(finished, name),
+        )
+        runs = await asyncio.gather(
+            *(self._run(self.stages[n], query, ctx, finished) for n in selected)
+        )
         for run in runs:
             timings[run.name] = round(run.elapsed_ms, 2)
 
         fuse_started = time.perf_counter()
+        weights = {**self.default_weights, **(options.weights or {})}
         rankings = {run.name: dedupe([c.memory_id for c in run.candidates]) for run in runs}
-        fused = reciprocal_rank_fusion(rankings, k=self.rrf_k, weights=weights)[:k]
-        best_chunk = _best_chunk_per_memory(runs, [f.key for f in fused])
+        fused = reciprocal_rank_fusion(rankings, k=self.rrf_k, weights=weights)
+        best_chunk = _best_chunk_per_memory(runs)
         timings["fuse"] = _ms_since(fuse_started)
 
+        reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
+        shortlist = fused[: max(options.k, self.rerank.candidates)]
         async with self.db.tenant_tx(query.tenant_id) as conn:
-            chunks = await fetch_chunks(conn, query.tenant_id, list(best_chunk.values()))
+            chunks = await fetch_chunks(
+                conn, query.tenant_id, [best_chunk[f.key] for f in shortlist]
+            )
+        shortlist = [f for f in shortlist if best_chunk[f.key] in chunks]  # deleted meanwhile
+        rerank_started = time.perf_counter()
+        order, rerank_scores, reason = await self.rerank.apply(
+            query.text, [chunks[best_chunk[f.key]] for f in shortlist], options.rerank
+        )
+        if reason:
+            reasons.append(f"rerank: {reason}")
+        if rerank_scores is not None:
+            timings["rerank"] = _ms_since(rerank_started)
         results = [
             RecalledMemory(
-                chunk=chunks[best_chunk[f.key]],
-                score=f.score,
-                stages={name: f.ranks.get(name) for name in self.stages},
+                chunk=chunks[best_chunk[shortlist[i].key]],
+                score=shortlist[i].score,
+                stages={name: shortlist[i].ranks.get(name) for name in self.stages},
+                rerank_score=None if rerank_scores is None else rerank_scores[i],
             )
-            for f in fused
-            if best_chunk[f.key] in chunks  # deleted between search and fetch
+            for i in order[: options.k]
         ]
         timings["total"] = _ms_since(started)
-        reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
-        return RecallOutcome(results=results, timings_ms=timings, degraded_reasons=reasons)
+        explain = None
+        if query.explain:
+            matched = await ctx.query_entities()
+            explain = {
+                "matched_entities": [
+                    {
+                        "id": str(m.id),
+                        "name": m.name,
+                        "entity_class": m.entity_class,
+                        "score": round(m.score, 3),
+                    }
+                    for m in matched
+                ],
+                "seeds": ctx.explain.get("seeds", []),
+                "ppr_top": ctx.explain.get("ppr_top", []),
+                **{k: v for k, v in ctx.explain.items() if k not in ("seeds", "ppr_top")},
+            }
+        return RecallOutcome(results, timings, reasons, explain)
 
-    async def _run(self, stage: RecallStage, query: RecallQuery, ctx: StageContext) -> _StageRun:
+    def _select(self, query: RecallQuery, options: RecallOptions) -> list[str]:
+        wanted = list(options.stages) if options.stages is not None else list(self.stages)
+        if query.hops == 0:
+            wanted = [name for name in wanted if name != "graph"]
+        return [name for name in self.stages if name in wanted]
+
+    async def _run(
+        self,
+        stage: RecallStage,
+        query: RecallQuery,
+        ctx: StageContext,
+        finished: dict[str, asyncio.Future[list[Candidate]]],
+    ) -> _StageRun:
         started = time.perf_counter()
+        candidates: list[Candidate] = []
+        failure = None
         try:
-            candidates = await stage.search(query, ctx)
+            candidates = await asyncio.wait_for(stage.search(query, ctx), self.stage_timeout_s)
         except StageUnavailableError as exc:
-            return _StageRun(stage.name, [], _ms_since(started), str(exc))
+            failure = str(exc)
+        except TimeoutError:
+            failure = f"timed out after {self.stage_timeout_s:g} s"
         except Exception as exc:
             log.exception("recall.stage_failed", stage=stage.name)
-            return _StageRun(stage.name, [], _ms_since(started), f"failed: {type(exc).__name__}")
-        return _StageRun(stage.name, candidates, _ms_since(started))
+            failure = f"failed: {type(exc).__name__}"
+        finally:
+            finished[stage.name].set_result(candidates)
+        return _StageRun(stage.name, candidates, _ms_since(started), failure)
 
-
-class _OnceEmbedding:
-    """Embeds the query at most once per recall, however many stages ask for it."""
-
-    def __init__(self, embedder: EmbeddingExecutor, text: str, timings: dict[str, float]):
-        self._embedder, self._text, self._timings = embedder, text, timings
-        self._task: asyncio.Task[np.ndarray] | None = None
-
-    async def get(self) -> np.ndarray:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._embed())
-        return await asyncio.shield(self._task)
-
-    async def _embed(self) -> np.ndarray:
+    async def _embed(self, text: str, timings: dict[str, float]) -> Any:
         started = time.perf_counter()
-        vectors = await self._embedder.embed_queries([self._text])
-        self._timings["embed"] = _ms_since(started)
+        vectors = await self.embedder.embed_queries([text])
+        timings["embed"] = _ms_since(started)
         return vectors[0]
 
+    async def _entities(self, query: RecallQuery) -> list[MatchedEntity]:
+        async with self.db.tenant_tx(query.tenant_id) as conn:
+            return await match_entities(conn, query.tenant_id, query.text)
 
-def _best_chunk_per_memory(runs: Sequence[_StageRun], memory_ids: list[UUID]) -> dict[UUID, UUID]:
+
+def _once(factory: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    """A zero-argument coroutine function that runs ``factory`` once and shares the result."""
+    task: asyncio.Task[T] | None = None
+
+    async def get() -> T:
+        nonlocal task
+        if task is None:
+            task = asyncio.ensure_future(factory())
+        return await asyncio.shield(task)
+
+    return get
+
+
+async def _results_of(
+    finished: dict[str, asyncio.Future[list[Candidate]]], name: str
+) -> list[Candidate]:
+    future = finished.get(name)
+    return [] if future is None else await asyncio.shield(future)
+
+
+def _best_chunk_per_memory(runs: Sequence[_StageRun]) -> dict[UUID, UUID]:
     """For each memory, the chunk from the stage that ranked that memory highest."""
-    wanted = set(memory_ids)
     best: dict[UUID, tuple[int, UUID]] = {}
     for run in runs:
         seen: set[UUID] = set()
@@ -138,9 +224,8 @@ def _best_chunk_per_memory(runs: Sequence[_StageRun], memory_ids: list[UUID]) ->
             if candidate.memory_id in seen:
                 continue
             seen.add(candidate.memory_id)
-            rank = len(seen)
-            if candidate.memory_id in wanted and rank < best.get(candidate.memory_id, (10**9,))[0]:
-                best[candidate.memory_id] = (rank, candidate.chunk_id)
+            if len(seen) < best.get(candidate.memory_id, (10**9,))[0]:
+                best[candidate.memory_id] = (len(seen), candidate.chunk_id)
     return {memory_id: chunk_id for memory_id, (_, chunk_id) in best.items()}
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from knowmind.errors import InvalidInputError
 from knowmind.recall.base import RecallQuery
-from knowmind.recall.pipeline import RecallOutcome, RecallPipeline
-from knowmind.services.auth import Principal
+from knowmind.recall.pipeline import RecallOptions, RecallOutcome, RecallPipeline
+from knowmind.services.auth import Principal, tenant_of
 from knowmind.settings import Settings
 from knowmind.store.search import MemoryFilters
 
@@ -23,19 +21,21 @@ class RecallService:
         self,
         who: Principal,
         query: str,
-        k: int = 5,
+        options: RecallOptions,
         filters: MemoryFilters | None = None,
-        weights: Mapping[str, float] | None = None,
+        hops: int = 2,
+        explain: bool = False,
     ) -> RecallOutcome:
-        if who.tenant_id is None:
-            raise InvalidInputError("authorization", "recall needs a tenant token")
+        tenant = tenant_of(who)
         if not query.strip():
             raise InvalidInputError("query", "must not be blank")
         request = RecallQuery(
-            tenant_id=who.tenant_id,
+            tenant_id=tenant,
             language=who.language,
             text=query.strip(),
             filters=filters or MemoryFilters(),
-            candidates=max(self.settings.recall_candidates, k),
+            candidates=max(self.settings.recall_candidates, options.k),
+            hops=hops,
+            explain=explain,
         )
-        return await self.pipeline.recall(request, k=k, weights=weights)
+        return await self.pipeline.recall(request, options)

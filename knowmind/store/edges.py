@@ -234,3 +234,35 @@ async def node_relations(
         {"t": tenant_id, "n": node_id},
     )
     return [dict(r._mapping) for r in rows]
+
+
+async def neighbour_links(
+    conn: AsyncConnection, tenant_id: UUID, frontier: Sequence[UUID]
+) -> list[tuple[UUID, str, UUID, str, float]]:
+    """Every current edge and mention touching the frontier: (a, a kind, b, b kind, weight)."""
+    rows = await conn.execute(
+        text(
+            "SELECT from_id, from_kind, to_id, to_kind, confidence FROM edges "
+            "WHERE tenant_id = :t AND valid_to IS NULL "
+            "AND (from_id = ANY(:f) OR to_id = ANY(:f)) "
+            "UNION ALL SELECT memory_id, 'memory', entity_id, 'entity', max(confidence) "
+            "FROM mentions WHERE tenant_id = :t AND (memory_id = ANY(:f) OR entity_id = ANY(:f)) "
+            "GROUP BY memory_id, entity_id"
+        ),
+        {"t": tenant_id, "f": list(frontier)},
+    )
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+async def mentioned_entities(
+    conn: AsyncConnection, tenant_id: UUID, memory_ids: Sequence[UUID]
+) -> list[tuple[UUID, UUID]]:
+    """(memory id, entity id) for every entity the memories mention."""
+    rows = await conn.execute(
+        text(
+            "SELECT DISTINCT memory_id, entity_id FROM mentions "
+            "WHERE tenant_id = :t AND memory_id = ANY(:m)"
+        ),
+        {"t": tenant_id, "m": list(memory_ids)},
+    )
+    return [tuple(r) for r in rows]  # type: ignore[misc]

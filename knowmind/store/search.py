@@ -13,7 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.rows import ChunkHit
 
-__all__ = ["MemoryFilters", "fetch_chunks", "fulltext_candidates", "vector_candidates"]
+__all__ = [
+    "MemoryFilters",
+    "connected_entities",
+    "fetch_chunks",
+    "first_chunks",
+    "fulltext_candidates",
+    "memories_mentioning",
+    "vector_candidates",
+]
 
 # Web-search syntax the user typed on purpose; without it every query term is optional (OR).
 _WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
@@ -133,3 +141,94 @@ async def fetch_chunks(
         {"tenant": tenant_id, "ids": chunk_ids},
     )
     return {r.chunk_id: ChunkHit(**r._mapping) for r in rows}
+
+
+async def first_chunks(
+    conn: AsyncConnection, tenant_id: UUID, memory_ids: list[UUID], filters: MemoryFilters
+) -> dict[UUID, UUID]:
+    """{memory id: its first chunk} for the memories that pass the filters."""
+    if not memory_ids:
+        return {}
+    where, params = filters.sql()
+    rows = await conn.execute(
+        text(
+            "SELECT DISTINCT ON (c.memory_id) c.memory_id, c.id FROM chunks c "
+            "JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
+            f"WHERE c.tenant_id = :tenant AND c.memory_id = ANY(:ids){where} "
+            "ORDER BY c.memory_id, c.ordinal"
+        ),
+        {"tenant": tenant_id, "ids": memory_ids, **params},
+    )
+    return {r[0]: r[1] for r in rows}
+
+
+async def memories_mentioning(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    entity_ids: list[UUID],
+    filters: MemoryFilters,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Memories that mention (or are linked by an edge to) the entities, with what ranks them:
+    how the mention was found (inline < gazetteer < ner), where, and the memory's title."""
+    if not entity_ids:
+        return []
+    where, params = filters.sql()
+    rows = await conn.execute(
+        text(
+            "WITH hits AS ("
+            " SELECT memory_id, entity_id, CASE method WHEN 'inline' THEN 0 "
+            " WHEN 'gazetteer' THEN 1 ELSE 2 END AS method_rank, "
+            " coalesce(start_offset, 0) AS first_offset FROM mentions "
+            " WHERE tenant_id = :tenant AND entity_id = ANY(:ids)"
+            " UNION ALL SELECT from_id, to_id, 0, 0 FROM edges WHERE tenant_id = :tenant "
+            " AND from_kind = 'memory' AND to_id = ANY(:ids) AND valid_to IS NULL)"
+            " SELECT h.memory_id, h.entity_id, min(h.method_rank) AS method_rank, "
+            " min(h.first_offset) AS first_offset, m.title, m.created_at "
+            " FROM hits h JOIN memories m ON m.tenant_id = :tenant AND m.id = h.memory_id "
+            f" WHERE true{where} GROUP BY h.memory_id, h.entity_id, m.title, m.created_at "
+            " ORDER BY min(h.method_rank), min(h.first_offset), m.created_at DESC LIMIT :limit"
+        ),
+        {"tenant": tenant_id, "ids": entity_ids, "limit": limit, **params},
+    )
+    return [dict(r._mapping) for r in rows]
+
+
+async def connected_entities(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    entity_id: UUID,
+    *,
+    predicates: list[str] | None = None,
+    direction: str | None = None,
+    entity_class: str | None = None,
+) -> list[UUID]:
+    """Entities one typed edge away from ``entity_id``; ``direction`` 'out': X -p-> node,
+    'in': node -p-> X (derived edges included)."""
+    clauses, params = [], {"tenant": tenant_id, "x": entity_id}
+    if direction in (None, "out"):
+        clauses.append(
+            "SELECT to_id AS node, predicate FROM edges WHERE tenant_id = :tenant "
+            "AND from_id = :x AND to_kind = 'entity' AND valid_to IS NULL"
+        )
+    if direction in (None, "in"):
+        clauses.append(
+            "SELECT from_id, predicate FROM edges WHERE tenant_id = :tenant "
+            "AND to_id = :x AND from_kind = 'entity' AND valid_to IS NULL"
+        )
+    filters = ""
+    if predicates:
+        filters += " AND n.predicate = ANY(:predicates)"
+        params["predicates"] = predicates
+    if entity_class:
+        filters += " AND e.entity_class = :cls"
+        params["cls"] = entity_class
+    rows = await conn.execute(
+        text(
+            f"SELECT DISTINCT e.id, e.name FROM ({' UNION ALL '.join(clauses)}) AS n "
+            "JOIN entities e ON e.tenant_id = :tenant AND e.id = n.node "
+            f"WHERE true{filters} ORDER BY e.name"
+        ),
+        params,
+    )
+    return [r[0] for r in rows]

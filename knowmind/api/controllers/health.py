@@ -10,6 +10,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 
 from knowmind import __version__
 from knowmind.runtime import Runtime
+from knowmind.services.capabilities import describe
 
 __all__ = ["HealthController"]
 
@@ -21,6 +22,11 @@ class HealthController(Controller):
     async def health(self) -> dict[str, str]:
         """The process is alive."""
         return {"status": "ok", "version": __version__}
+
+    @get("/v1/capabilities")
+    async def capabilities(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
+        """What is active on this host: embedder, reranker, graph backend, NER, stages."""
+        return await describe(runtime)
 
     @get("/ready")
     async def ready(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:

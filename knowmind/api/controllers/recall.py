@@ -8,6 +8,7 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.schemas import RecallHit, RecallIn, RecallOut
+from knowmind.recall.pipeline import RecallOptions
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.store.search import MemoryFilters
@@ -38,7 +39,12 @@ class RecallController(Controller):
             if f
             else MemoryFilters()
         )
-        outcome = await runtime.recall.recall(principal, data.query, data.k, filters)
+        options = RecallOptions(
+            k=data.k, stages=data.stages, weights=data.weights, rerank=data.rerank
+        )
+        outcome = await runtime.recall.recall(
+            principal, data.query, options, filters, hops=data.hops, explain=data.explain
+        )
         hits = [
             RecallHit(
                 memory_id=r.chunk.memory_id,
@@ -50,6 +56,7 @@ class RecallController(Controller):
                 created_at=r.chunk.created_at,
                 score=round(r.score, 6),
                 stages=r.stages,
+                rerank_score=None if r.rerank_score is None else round(r.rerank_score, 6),
             )
             for r in outcome.results
         ]
@@ -58,4 +65,5 @@ class RecallController(Controller):
             timings_ms=outcome.timings_ms,
             degraded=bool(outcome.degraded_reasons),
             degraded_reasons=outcome.degraded_reasons,
+            explain=outcome.explain,
         )

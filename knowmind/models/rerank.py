@@ -1,0 +1,109 @@
+"""Cross-encoder rerankers: FlagEmbedding's ``FlagReranker`` (production default
+``BAAI/bge-reranker-v2-m3``) and sentence-transformers' ``CrossEncoder``.
+
+A reranker that cannot load is never replaced by another method: ``load_reranker`` returns the
+reason, ``/v1/capabilities`` shows it, and recalls that wanted reranking say they did without.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["LoadedReranker", "Reranker", "RerankerSpecError", "load_reranker"]
+
+
+class Reranker(Protocol):
+    backend: str
+    model: str
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """Relevance of each passage to the query (higher is better); blocking."""
+        ...
+
+
+class RerankerSpecError(ValueError):
+    pass
+
+
+class FlagRerankerBackend:
+    backend = "flag"
+
+    def __init__(self, model: str, threads: int) -> None:
+        import torch
+        from FlagEmbedding import FlagReranker
+
+        torch.set_num_threads(max(1, threads))
+        self.model = model
+        self._model = FlagReranker(model, use_fp16=False, devices="cpu")
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        scores = self._model.compute_score([[query, p] for p in passages], normalize=True)
+        return [float(s) for s in (scores if isinstance(scores, list) else [scores])]
+
+
+class CrossEncoderBackend:
+    backend = "cross-encoder"
+
+    def __init__(self, model: str, threads: int) -> None:
+        import torch
+        from sentence_transformers import CrossEncoder
+
+        torch.set_num_threads(max(1, threads))
+        self.model = model
+        self._model = CrossEncoder(model, device="cpu")
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        return [float(s) for s in self._model.predict([(query, p) for p in passages])]
+
+
+_BACKENDS = {"flag": FlagRerankerBackend, "cross-encoder": CrossEncoderBackend}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedReranker:
+    spec: str
+    reranker: Reranker | None
+    reason: str | None  # why there is none
+
+    @property
+    def active(self) -> bool:
+        return self.reranker is not None
+
+
+def parse_spec(spec: str) -> tuple[str, str] | None:
+    if spec == "none":
+        return None
+    backend, _, model = spec.partition(":")
+    if backend not in _BACKENDS or not model:
+        raise RerankerSpecError(
+            f"KNOWMIND_RERANKER={spec!r}: expected 'none', 'flag:<model>' or "
+            "'cross-encoder:<model>'"
+        )
+    return backend, model
+
+
+def load_reranker(spec: str, threads: int = 2) -> LoadedReranker:
+    """Load the configured reranker, offline only (weights must be on disk or in the cache)."""
+    parsed = parse_spec(spec)
+    if parsed is None:
+        return LoadedReranker(spec, None, "no reranker configured (KNOWMIND_RERANKER=none)")
+    backend, model = parsed
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        return LoadedReranker(spec, _BACKENDS[backend](model, threads), None)
+    except ImportError as exc:
+        return LoadedReranker(
+            spec, None, f"{backend} backend not installed ({exc.name}); install the 'ml' extra"
+        )
+    except OSError:
+        return LoadedReranker(
+            spec, None, f"model {model!r} is not available offline (no weights on this host)"
+        )
+    except Exception as exc:
+        return LoadedReranker(
+            spec, None, f"model {model!r} failed to load: {type(exc).__name__}: {exc}"[:300]
+        )

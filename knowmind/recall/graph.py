@@ -1,0 +1,76 @@
+"""Graph stage: Personalized PageRank around the entities the question and the first hits name.
+
+Seeds are the entities mentioned by the top full-text and vector hits (weighted by the rank of the
+hit, 1/rank) and the entities matched in the question itself (weight 1). PPR runs over the
+subgraph within ``hops`` of the seeds, on the configured backend's read of the graph; memories
+are ranked by the mass they receive.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from uuid import UUID
+
+from knowmind.graph.base import GraphReader
+from knowmind.graph.ppr import ppr_over_edges
+from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.store.edges import mentioned_entities
+from knowmind.store.search import first_chunks
+
+__all__ = ["GraphStage"]
+
+SEED_HITS = 10  # top hits per text stage whose entities seed the walk
+QUESTION_SEED_WEIGHT = 1.0
+
+
+class GraphStage:
+    name = "graph"
+
+    def __init__(self, reader: GraphReader, damping: float = 0.85, max_iterations: int = 20):
+        self.reader = reader
+        self.damping = damping
+        self.max_iterations = max_iterations
+
+    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+        seeds = await self._seeds(query, ctx)
+        if not seeds:
+            ctx.explain["seeds"] = []
+            return []
+        subgraph = await self.reader.subgraph(query.tenant_id, list(seeds), query.hops)
+        result = ppr_over_edges(
+            subgraph.edges(), seeds, damping=self.damping, max_iterations=self.max_iterations
+        )
+        ranked = sorted(
+            (node for node in result.scores if node in subgraph.memories),
+            key=lambda node: -result.scores[node],
+        )[: query.candidates]
+        async with ctx.db.tenant_tx(query.tenant_id) as conn:
+            chunks = await first_chunks(conn, query.tenant_id, ranked, query.filters)
+        if query.explain:
+            top = sorted(result.scores.items(), key=lambda kv: -kv[1])[:10]
+            ctx.explain["seeds"] = [{"id": str(s), "weight": round(w, 4)} for s, w in seeds.items()]
+            ctx.explain["ppr_top"] = [
+                {"id": str(n), "score": round(s, 5), "memory": n in subgraph.memories}
+                for n, s in top
+            ]
+            ctx.explain["ppr_iterations"] = result.iterations
+        return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
+
+    async def _seeds(self, query: RecallQuery, ctx: StageContext) -> dict[UUID, float]:
+        weights: dict[UUID, float] = defaultdict(float)
+        for entity in await ctx.query_entities():
+            weights[entity.id] += QUESTION_SEED_WEIGHT * entity.score
+        hit_rank: dict[UUID, int] = {}
+        for stage in ("bm25", "vector"):
+            seen: list[UUID] = []
+            for candidate in await ctx.results_of(stage):
+                if candidate.memory_id not in seen:
+                    seen.append(candidate.memory_id)
+            for rank, memory_id in enumerate(seen[:SEED_HITS], start=1):
+                hit_rank[memory_id] = min(rank, hit_rank.get(memory_id, rank))
+        if hit_rank:
+            async with ctx.db.tenant_tx(query.tenant_id) as conn:
+                pairs = await mentioned_entities(conn, query.tenant_id, list(hit_rank))
+            for memory_id, entity_id in pairs:
+                weights[entity_id] += 1.0 / hit_rank[memory_id]
+        return dict(weights)
