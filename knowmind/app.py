@@ -23,7 +23,7 @@ from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
-from knowmind.logging import RequestLogMiddleware
+from knowmind.logging import RequestLogMiddleware, configure_logging
 from knowmind.models.base import Embedder
 from knowmind.runtime import Runtime
 from knowmind.settings import Settings
@@ -37,6 +37,7 @@ def _provide_runtime(state: State) -> Runtime:
 
 def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar:
     """``settings.database_url`` must point at a migrated database (``knowmind serve`` does it)."""
+    configure_logging(settings.log_format, settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

@@ -55,6 +55,12 @@ class Extraction:
             chunks = await _chunks(conn, tenant_id, memory_id)
             if not chunks:
                 return {"skipped": "memory no longer exists"}
+            title = await conn.scalar(
+                text("SELECT title FROM memories WHERE tenant_id = :t AND id = :m"),
+                {"t": tenant_id, "m": memory_id},
+            )
+            if title:  # the title is scanned too (last: a mention in the text wins)
+                chunks = [*chunks, (None, title)]
             mentions: list[tuple[Any, ...]] = []
             counts = {"gazetteer": 0, "ner": 0, "entities_created": 0}
             for chunk_id, content in chunks:

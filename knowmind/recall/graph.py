@@ -19,8 +19,10 @@ from knowmind.store.search import first_chunks
 
 __all__ = ["GraphStage"]
 
-SEED_HITS = 10  # top hits per text stage whose entities seed the walk
-QUESTION_SEED_WEIGHT = 1.0
+SEED_HITS = 5  # top hits per text stage whose entities seed the walk
+# Share of the reset mass for entities the question names (the rest goes to the entities of
+# the first hits): what the user asked about outweighs what the text stages happened to find.
+QUESTION_SHARE = 0.8
 
 
 class GraphStage:
@@ -57,9 +59,10 @@ class GraphStage:
         return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
 
     async def _seeds(self, query: RecallQuery, ctx: StageContext) -> dict[UUID, float]:
-        weights: dict[UUID, float] = defaultdict(float)
+        named: dict[UUID, float] = defaultdict(float)
         for entity in await ctx.query_entities():
-            weights[entity.id] += QUESTION_SEED_WEIGHT * entity.score
+            named[entity.id] += entity.score
+        found: dict[UUID, float] = defaultdict(float)
         hit_rank: dict[UUID, int] = {}
         for stage in ("bm25", "vector"):
             seen: list[UUID] = []
@@ -72,5 +75,12 @@ class GraphStage:
             async with ctx.db.tenant_tx(query.tenant_id) as conn:
                 pairs = await mentioned_entities(conn, query.tenant_id, list(hit_rank))
             for memory_id, entity_id in pairs:
-                weights[entity_id] += 1.0 / hit_rank[memory_id]
-        return dict(weights)
+                found[entity_id] += 1.0 / hit_rank[memory_id]
+        if not named or not found:
+            return dict(named or found)
+        seeds: dict[UUID, float] = defaultdict(float)
+        for share, weights in ((QUESTION_SHARE, named), (1 - QUESTION_SHARE, found)):
+            total = sum(weights.values())
+            for entity_id, weight in weights.items():
+                seeds[entity_id] += share * weight / total
+        return dict(seeds)

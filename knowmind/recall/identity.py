@@ -27,6 +27,7 @@ from knowmind.store.search import connected_entities, first_chunks, memories_men
 __all__ = ["IdentityStage", "Intent", "parse_question"]
 
 _PATTERNS_FILE = Path(__file__).with_name("identity_patterns.json")
+MAX_FANOUT = 50  # neighbours searched for a class two hops away
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,32 +96,51 @@ class IdentityStage:
             if not matches:
                 return []
             subject = matches[0]
-            targets = [subject.id]
+            targets = [(subject.id, subject.name)]
             if intent.kind != "identity":
-                targets = await connected_entities(
-                    conn,
-                    tenant,
-                    subject.id,
-                    predicates=list(intent.predicates) or None,
-                    direction=intent.direction,
-                    entity_class=intent.entity_class,
-                )
-            return await _memories_about(conn, query, targets, subject.name)
+                targets = await _targets(conn, tenant, subject.id, intent)
+            return await _memories_about(conn, query, dict(targets))
+
+
+async def _targets(
+    conn: AsyncConnection, tenant: UUID, subject: UUID, intent: Intent
+) -> list[tuple[UUID, str]]:
+    """The nodes a class or relation question asks for. Classes are looked for one hop away,
+    then two (contracts hang off the client's project, not the client)."""
+    targets = await connected_entities(
+        conn,
+        tenant,
+        subject,
+        predicates=list(intent.predicates) or None,
+        direction=intent.direction,
+        entity_class=intent.entity_class,
+    )
+    if targets or intent.kind != "class":
+        return targets
+    found: dict[UUID, str] = {}
+    for neighbour, _ in (await connected_entities(conn, tenant, subject))[:MAX_FANOUT]:
+        for node, name in await connected_entities(
+            conn, tenant, neighbour, entity_class=intent.entity_class
+        ):
+            if node != subject:
+                found.setdefault(node, name)
+    return list(found.items())
 
 
 async def _memories_about(
-    conn: AsyncConnection, query: RecallQuery, entity_ids: list[UUID], subject_name: str
+    conn: AsyncConnection, query: RecallQuery, targets: dict[UUID, str]
 ) -> list[Candidate]:
-    """Memories about the target entities: for one entity its profile (the memory titled with
-    its name) first, then inline relations, gazetteer, NER mentions, earlier mentions first."""
+    """Memories about the target entities: profiles (memories titled with a target's name)
+    first, then by target order, inline relations before gazetteer and NER mentions, and
+    earlier mentions first."""
     rows = await memories_mentioning(
-        conn, query.tenant_id, entity_ids, query.filters, query.candidates * 2
+        conn, query.tenant_id, list(targets), query.filters, query.candidates * 2
     )
-    order = {entity_id: i for i, entity_id in enumerate(entity_ids)}
-    wanted = normalise_name(subject_name)
+    order = {entity_id: i for i, entity_id in enumerate(targets)}
+    names = {entity_id: normalise_name(name) for entity_id, name in targets.items()}
 
     def rank(row: dict[str, Any]) -> tuple[int, int, int, int]:
-        titled = normalise_name(row["title"] or "") == wanted
+        titled = normalise_name(row["title"] or "") == names[row["entity_id"]]
         return (
             0 if titled else 1,
             order[row["entity_id"]],

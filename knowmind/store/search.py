@@ -202,9 +202,9 @@ async def connected_entities(
     predicates: list[str] | None = None,
     direction: str | None = None,
     entity_class: str | None = None,
-) -> list[UUID]:
-    """Entities one typed edge away from ``entity_id``; ``direction`` 'out': X -p-> node,
-    'in': node -p-> X (derived edges included)."""
+) -> list[tuple[UUID, str]]:
+    """(id, name) of entities one typed edge away from ``entity_id``; ``direction`` 'out':
+    X -p-> node, 'in': node -p-> X (derived edges included)."""
     clauses, params = [], {"tenant": tenant_id, "x": entity_id}
     if direction in (None, "out"):
         clauses.append(
@@ -213,7 +213,7 @@ async def connected_entities(
         )
     if direction in (None, "in"):
         clauses.append(
-            "SELECT from_id, predicate FROM edges WHERE tenant_id = :tenant "
+            "SELECT from_id AS node, predicate FROM edges WHERE tenant_id = :tenant "
             "AND to_id = :x AND from_kind = 'entity' AND valid_to IS NULL"
         )
     filters = ""
@@ -231,4 +231,4 @@ async def connected_entities(
         ),
         params,
     )
-    return [r[0] for r in rows]
+    return [(r[0], r[1]) for r in rows]
