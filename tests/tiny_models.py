@@ -40,3 +40,13 @@ def build_tiny_sentence_transformer(directory: Path) -> Path:
     pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
     SentenceTransformer(modules=[word, pooling], device="cpu").save(str(directory / "st"))
     return directory / "st"
+
+
+def build_tiny_cross_encoder(directory: Path) -> Path:
+    """A one-logit sequence classifier: what FlagReranker and CrossEncoder both load."""
+    from transformers import BertForSequenceClassification
+
+    tokenizer, config = _bert_parts(directory, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

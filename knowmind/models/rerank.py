@@ -7,9 +7,9 @@ reason, ``/v1/capabilities`` shows it, and recalls that wanted reranking say the
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 __all__ = ["LoadedReranker", "Reranker", "RerankerSpecError", "load_reranker"]
@@ -85,16 +85,27 @@ def parse_spec(spec: str) -> tuple[str, str] | None:
     return backend, model
 
 
+def _local_model_path(model: str) -> str:
+    """A directory, or a hub id already in the local cache; never a download."""
+    if Path(model).is_dir():
+        return model
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(model, local_files_only=True)
+    except Exception as exc:  # LocalEntryNotFoundError and friends
+        raise OSError(f"{model} is not in the local model cache") from exc
+
+
 def load_reranker(spec: str, threads: int = 2) -> LoadedReranker:
     """Load the configured reranker, offline only (weights must be on disk or in the cache)."""
     parsed = parse_spec(spec)
     if parsed is None:
         return LoadedReranker(spec, None, "no reranker configured (KNOWMIND_RERANKER=none)")
     backend, model = parsed
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        return LoadedReranker(spec, _BACKENDS[backend](model, threads), None)
+        path = _local_model_path(model)
+        return LoadedReranker(spec, _BACKENDS[backend](path, threads), None)
     except ImportError as exc:
         return LoadedReranker(
             spec, None, f"{backend} backend not installed ({exc.name}); install the 'ml' extra"
