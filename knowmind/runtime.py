@@ -155,6 +155,9 @@ class Runtime:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.mirror is not None:
             await self.mirror.close()
+        reader_close = getattr(self.recall.pipeline.stages["graph"], "reader", None)
+        if reader_close is not None and hasattr(reader_close, "close"):
+            await reader_close.close()
         await self.embedder.close()
         await self.db.dispose()
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import UUID
 
-__all__ = ["GraphReader", "Subgraph"]
+from knowmind.graph.ppr import ppr_over_edges
+
+__all__ = ["GraphReader", "PPRRun", "Subgraph", "rank_by_power_iteration"]
 
 
 @dataclass(slots=True)
@@ -28,6 +30,14 @@ class Subgraph:
         return [(a, b, w) for (a, b), w in self.links.items()]
 
 
+@dataclass(frozen=True, slots=True)
+class PPRRun:
+    scores: dict[UUID, float]
+    memories: set[UUID]
+    iterations: int
+    method: str  # "power-iteration" | "gds"
+
+
 class GraphReader(Protocol):
     name: str
 
@@ -36,3 +46,26 @@ class GraphReader(Protocol):
     ) -> Subgraph:
         """Links among nodes within ``hops`` of the seeds (typed edges and mentions alike)."""
         ...
+
+    async def personalized_pagerank(
+        self,
+        tenant_id: UUID,
+        seeds: Mapping[UUID, float],
+        hops: int,
+        damping: float,
+        max_iterations: int,
+    ) -> PPRRun: ...
+
+
+async def rank_by_power_iteration(
+    reader: GraphReader,
+    tenant_id: UUID,
+    seeds: Mapping[UUID, float],
+    hops: int,
+    damping: float,
+    max_iterations: int,
+) -> PPRRun:
+    """Fetch the k-hop subgraph and run PPR here: the same numbers whatever the backend."""
+    graph = await reader.subgraph(tenant_id, list(seeds), hops)
+    result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
+    return PPRRun(result.scores, graph.memories, result.iterations, "power-iteration")

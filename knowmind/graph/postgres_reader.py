@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 from knowmind.db.engine import Database
-from knowmind.graph.base import Subgraph
+from knowmind.graph.base import PPRRun, Subgraph, rank_by_power_iteration
 from knowmind.store.edges import neighbour_links
 
 __all__ = ["PostgresGraphReader"]
@@ -41,3 +41,13 @@ class PostgresGraphReader:
         # links found while expanding the last hop may point beyond it: keep only reached nodes
         graph.links = {k: w for k, w in graph.links.items() if k[0] in seen and k[1] in seen}
         return graph
+
+    async def personalized_pagerank(
+        self,
+        tenant_id: UUID,
+        seeds: Mapping[UUID, float],
+        hops: int,
+        damping: float,
+        max_iterations: int,
+    ) -> PPRRun:
+        return await rank_by_power_iteration(self, tenant_id, seeds, hops, damping, max_iterations)

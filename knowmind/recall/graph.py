@@ -12,7 +12,6 @@ from collections import defaultdict
 from uuid import UUID
 
 from knowmind.graph.base import GraphReader
-from knowmind.graph.ppr import ppr_over_edges
 from knowmind.recall.base import Candidate, RecallQuery, StageContext
 from knowmind.store.edges import mentioned_entities
 from knowmind.store.search import first_chunks
@@ -38,12 +37,11 @@ class GraphStage:
         if not seeds:
             ctx.explain["seeds"] = []
             return []
-        subgraph = await self.reader.subgraph(query.tenant_id, list(seeds), query.hops)
-        result = ppr_over_edges(
-            subgraph.edges(), seeds, damping=self.damping, max_iterations=self.max_iterations
+        result = await self.reader.personalized_pagerank(
+            query.tenant_id, seeds, query.hops, self.damping, self.max_iterations
         )
         ranked = sorted(
-            (node for node in result.scores if node in subgraph.memories),
+            (node for node in result.scores if node in result.memories),
             key=lambda node: -result.scores[node],
         )[: query.candidates]
         async with ctx.db.tenant_tx(query.tenant_id) as conn:
@@ -52,10 +50,10 @@ class GraphStage:
             top = sorted(result.scores.items(), key=lambda kv: -kv[1])[:10]
             ctx.explain["seeds"] = [{"id": str(s), "weight": round(w, 4)} for s, w in seeds.items()]
             ctx.explain["ppr_top"] = [
-                {"id": str(n), "score": round(s, 5), "memory": n in subgraph.memories}
-                for n, s in top
+                {"id": str(n), "score": round(s, 5), "memory": n in result.memories} for n, s in top
             ]
             ctx.explain["ppr_iterations"] = result.iterations
+            ctx.explain["ppr_method"] = f"{self.reader.name}/{result.method}"
         return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
 
     async def _seeds(self, query: RecallQuery, ctx: StageContext) -> dict[UUID, float]:
