@@ -52,7 +52,12 @@ def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
     async def connect() -> Neo4jMirror:
         return await Neo4jMirror.connect(url, user, password, batch_size=settings.graph_batch_size)
 
-    return MirrorDrainer(db, connect, batch_size=settings.graph_batch_size)
+    return MirrorDrainer(
+        db,
+        connect,
+        batch_size=settings.graph_batch_size,
+        max_backoff_seconds=settings.graph_retry_max_seconds,
+    )
 
 
 __all__ = ["Runtime"]

@@ -93,6 +93,9 @@ class Settings:
     )
     neo4j_user: str | None = field(default=None, metadata={"doc": "Neo4j user (unset: no auth)"})
     neo4j_password: str | None = field(default=None, metadata={"doc": "Neo4j password"})
+    graph_retry_max_seconds: float = field(
+        default=30.0, metadata={"doc": "Longest wait between mirror retries"}
+    )
     graph_batch_size: int = field(
         default=30, metadata={"doc": "Outbox rows per mirror request (≤ 30 for FalkorDB)"}
     )

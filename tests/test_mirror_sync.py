@@ -1,0 +1,211 @@
+"""The Neo4j mirror end to end: writes go to PostgreSQL and the outbox, the drainer brings the
+Bolt server (FalkorDB here) to the same nodes and edges, an outage only delays it, and
+``graph resync`` rebuilds a tenant. Needs the Bolt test server (private network namespace)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from litestar.testing import AsyncTestClient
+from sqlalchemy import text
+
+from knowmind.app import create_app
+from knowmind.graph.neo4j_mirror import Neo4jMirror
+from knowmind.graph.neo4j_reader import Neo4jGraphReader
+from knowmind.graph.postgres_reader import PostgresGraphReader
+from knowmind.workers.mirror import resync_tenant
+from tests.conftest import count_rows, make_tenant
+from tests.graph_server import falkordb  # noqa: F401  (fixture)
+
+
+@pytest.fixture(scope="module")
+async def mirrored(settings, embedder, falkordb):  # noqa: F811
+    mirrored_settings = settings.with_overrides(
+        neo4j_url=falkordb.bolt_url, graph_retry_max_seconds=0.5
+    )
+    async with AsyncTestClient(app=create_app(mirrored_settings, embedder=embedder)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def inspector(falkordb):  # noqa: F811
+    mirror = await Neo4jMirror.connect(falkordb.bolt_url)
+    yield mirror
+    await mirror.close()
+
+
+async def store_counts(db, tenant_id: str) -> tuple[int, int]:
+    nodes = await count_rows(db, "entities", tenant_id) + await count_rows(
+        db, "memories", tenant_id
+    )
+    edges = await count_rows(db, "edges", tenant_id) + await count_rows(db, "mentions", tenant_id)
+    return nodes, edges
+
+
+async def wait_for_mirror(client, timeout_s: float = 20.0) -> dict:
+    report: dict = {}
+    for _ in range(int(timeout_s / 0.1)):
+        report = (await client.get("/ready")).json()["graph_mirror"]
+        if report["pending_changes"] == 0 and report["status"] == "ok":
+            return report
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"mirror did not catch up: {report}")
+
+
+async def test_acceptance_mirror_holds_the_same_graph(mirrored, inspector, db):
+    tenant = await make_tenant(mirrored)
+    first = await mirrored.post(
+        "/v1/memories?wait=true",
+        json={
+            "content": "Anna Meier leitet die IT der Muster GmbH.",
+            "relations": [
+                {"predicate": "LEADS", "object": "Muster GmbH", "object_class": "Organization"}
+            ],
+        },
+        headers=tenant.write,
+    )
+    await mirrored.post(
+        "/v1/memories?wait=true",
+        json={"content": "Die Muster GmbH bezieht ein neues Lager in Kassel."},
+        headers=tenant.write,
+    )
+    await wait_for_mirror(mirrored)
+    assert await inspector.counts(uuid.UUID(tenant.id)) == await store_counts(db, tenant.id)
+    rows = await inspector._driver.execute_query(
+        "MATCH (o:Node {name: 'Muster GmbH'})-[r:IS_LED_BY]->(m:Node) WHERE o.tenant = $t "
+        "RETURN m.id AS memory",
+        {"t": tenant.id},
+        database_=None,
+    )
+    assert [r["memory"] for r in rows.records] == [first.json()["id"]]
+
+
+async def test_outage_delays_but_never_fails_writes(mirrored, inspector, db, falkordb):  # noqa: F811
+    tenant = await make_tenant(mirrored)
+    falkordb.stop()
+    try:
+        for i in range(5):
+            stored = await mirrored.post(
+                "/v1/memories",
+                json={
+                    "content": f"Notiz {i}: Frau Eva Roth von der Lager{i} AG ruft zurück.",
+                    "relations": [
+                        {"predicate": "ABOUT", "object": f"Thema {i}", "object_class": "Topic"}
+                    ],
+                },
+                headers=tenant.write,
+            )
+            assert stored.status_code == 201
+        await asyncio.sleep(1.0)
+        report = (await mirrored.get("/ready")).json()
+        assert report["status"] == "ok"  # PostgreSQL is the record: still ready
+        assert report["graph_mirror"]["pending_changes"] > 0
+        assert report["graph_mirror"]["status"] == "degraded"
+        assert report["graph_mirror"]["last_error"]
+    finally:
+        falkordb.start()
+    await wait_for_mirror(mirrored)
+    assert await inspector.counts(uuid.UUID(tenant.id)) == await store_counts(db, tenant.id)
+
+
+async def test_restart_mid_stream_then_resync(mirrored, inspector, db, falkordb):  # noqa: F811
+    """The test server keeps nothing across a restart (in memory): what was drained before is
+    gone there; everything after converges, and resync restores the rest."""
+    tenant = await make_tenant(mirrored)
+    ids = []
+    for i in range(40):
+        created = await mirrored.post(
+            "/v1/entities",
+            json={"name": f"Host {i}", "entity_class": "Host"},
+            headers=tenant.write,
+        )
+        ids.append(created.json()["id"])
+        if i == 20:
+            falkordb.restart()  # while the drainer is working through the outbox
+    await wait_for_mirror(mirrored)
+    nodes, _ = await inspector.counts(uuid.UUID(tenant.id))
+    assert 0 < nodes <= 40
+    counts = await resync_tenant(db, inspector, uuid.UUID(tenant.id))
+    assert counts == {"nodes": 40, "edges": 0}
+    assert await inspector.counts(uuid.UUID(tenant.id)) == await store_counts(db, tenant.id)
+
+
+async def test_tenants_never_share_nodes(mirrored, inspector):
+    a, b = await make_tenant(mirrored), await make_tenant(mirrored)
+    for tenant in (a, b):
+        await mirrored.post(
+            "/v1/entities",
+            json={"name": "Gleicher Name", "entity_class": "Organization"},
+            headers=tenant.write,
+        )
+    await wait_for_mirror(mirrored)
+    rows = await inspector._driver.execute_query(
+        "MATCH (n:Node {name: 'Gleicher Name'}) RETURN n.tenant AS tenant, n.id AS id",
+        database_=None,
+    )
+    by_tenant = {r["tenant"] for r in rows.records}
+    assert by_tenant >= {a.id, b.id} and len(rows.records) >= 2
+    cross = await inspector._driver.execute_query(
+        "MATCH (x:Node)-[r]-(y:Node) WHERE x.tenant <> y.tenant OR r.tenant <> x.tenant "
+        "RETURN count(r) AS n",
+        database_=None,
+    )
+    assert cross.records[0]["n"] == 0
+
+
+async def test_postgres_and_neo4j_backends_agree(mirrored, db, falkordb):  # noqa: F811
+    """The same PPR ranking from both backends on the same graph."""
+    tenant = await make_tenant(mirrored)
+    names = {}
+    for name, cls in [
+        ("Anna", "Person"),
+        ("Acme AG", "Organization"),
+        ("Ben", "Person"),
+        ("Webshop", "Application"),
+        ("box-1", "Container"),
+        ("srv-1", "Host"),
+    ]:
+        created = await mirrored.post(
+            "/v1/entities", json={"name": name, "entity_class": cls}, headers=tenant.write
+        )
+        names[name] = created.json()["id"]
+    for a, p, b in [
+        ("Anna", "WORKS_FOR", "Acme AG"),
+        ("Ben", "WORKS_FOR", "Acme AG"),
+        ("Acme AG", "DEVELOPS", "Webshop"),
+        ("Webshop", "DEPLOYED_TO", "box-1"),
+        ("box-1", "HOSTED_ON", "srv-1"),
+        ("Anna", "KNOWS", "Ben"),
+    ]:
+        await mirrored.post(
+            "/v1/relations",
+            json={"from_id": names[a], "to_id": names[b], "rel_type": p},
+            headers=tenant.write,
+        )
+    for content in ["Anna betreut den Webshop.", "srv-1 steht in Kassel.", "Ben mag Acme AG."]:
+        await mirrored.post(
+            "/v1/memories?wait=true", json={"content": content}, headers=tenant.write
+        )
+    await wait_for_mirror(mirrored)
+    tenant_id = uuid.UUID(tenant.id)
+    seeds = {uuid.UUID(names["Anna"]): 1.0, uuid.UUID(names["srv-1"]): 0.5}
+    neo4j = Neo4jGraphReader(falkordb.bolt_url)
+    try:
+        assert await neo4j.has_gds() is False  # the test server has no GDS: power iteration
+        for hops in (1, 2, 3):
+            pg = await PostgresGraphReader(db).personalized_pagerank(
+                tenant_id, seeds, hops, 0.85, 20
+            )
+            nj = await neo4j.personalized_pagerank(tenant_id, seeds, hops, 0.85, 20)
+            assert pg.memories == nj.memories
+            assert set(pg.scores) == set(nj.scores)
+            for node, score in pg.scores.items():
+                assert nj.scores[node] == pytest.approx(score, abs=1e-6)  # float32 weights
+            ranking = sorted(pg.scores, key=lambda n: (-round(pg.scores[n], 6), str(n)))
+            assert ranking == sorted(nj.scores, key=lambda n: (-round(nj.scores[n], 6), str(n)))
+    finally:
+        await neo4j.close()
+    async with db.owner_tx() as conn:
+        assert await conn.scalar(text("SELECT count(*) FROM graph_outbox")) == 0
