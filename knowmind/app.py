@@ -12,6 +12,7 @@ from litestar.openapi import OpenAPIConfig
 
 from knowmind import __version__
 from knowmind.api.controllers.admin import AdminController
+from knowmind.api.controllers.documents import DocumentController, KnowmindUploadController
 from knowmind.api.controllers.graph import (
     EntityController,
     JobController,
@@ -23,6 +24,7 @@ from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
+from knowmind.api.mcp import MCPController
 from knowmind.logging import RequestLogMiddleware, configure_logging
 from knowmind.models.base import Embedder
 from knowmind.runtime import Runtime
@@ -61,6 +63,9 @@ def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar
             RelationController,
             SchemaController,
             JobController,
+            MCPController,
+            DocumentController,
+            KnowmindUploadController,
         ],
         lifespan=[lifespan],
         guards=[auth_guard],

@@ -24,11 +24,16 @@ from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.documents import DocumentService
+from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.settings import Settings
+from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
+from knowmind.store.stats import tenant_stats
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
@@ -75,6 +80,8 @@ class Runtime:
     recall: RecallService
     graph: GraphService
     jobs: JobWorker
+    documents: DocumentService
+    erasure: ErasureService
     mirror: MirrorDrainer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -127,6 +134,8 @@ class Runtime:
             recall=RecallService(pipeline, settings),
             graph=graph,
             jobs=jobs,
+            documents=DocumentService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
+            erasure=ErasureService(db, graph, mirror_enabled=bool(settings.neo4j_url)),
             mirror=mirror_drainer(db, settings),
         )
 
@@ -165,6 +174,44 @@ class Runtime:
             await reader_close.close()
         await self.embedder.close()
         await self.db.dispose()
+
+    async def stats(self, who: Principal) -> dict[str, object]:
+        """Counts for the caller's tenant, and how far the graph mirror lags behind."""
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            counts: dict[str, object] = dict(await tenant_stats(conn, tenant))
+        if self.mirror is not None:
+            async with self.db.owner_tx() as conn:
+                pending, oldest = await outbox_lag(conn, tenant)
+            counts["mirror_lag"] = {"pending_changes": pending, "oldest_change_age_s": oldest}
+        return counts
+
+    async def health_detail(self) -> dict[str, object]:
+        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
+        checks = await self.readiness()
+        rerank = self.recall.pipeline.rerank
+        if not rerank.configured:
+            reranker = {"status": "disabled"}
+        elif rerank.loaded is None:
+            reranker = {"status": "loading"}
+        else:
+            reranker = {
+                "status": "ok" if rerank.loaded.active else "unavailable",
+                "reason": rerank.loaded.reason,
+            }
+        jobs_running = any(t.get_name() == "knowmind-jobs" and not t.done() for t in self._tasks)
+        async with self.db.owner_tx() as conn:
+            backlog = await job_backlog(conn)
+        return {
+            "postgres": {"status": checks["database"], "schema": checks["schema"]},
+            "graph_mirror": await self.mirror_report(),
+            "embedder": {"status": checks["embedder"], "model": self.embedder.model_id},
+            "reranker": reranker,
+            "job_worker": {
+                "status": "ok" if jobs_running else "not running in this process",
+                **backlog,
+            },
+        }
 
     async def mirror_report(self) -> dict[str, object]:
         """The mirror's state and lag (changes not yet in Neo4j, age of the oldest)."""

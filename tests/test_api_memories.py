@@ -39,7 +39,8 @@ GERMAN_MEMORIES = [
 async def remember_all(client: AsyncTestClient, tenant: TenantAccess) -> list[str]:
     ids = []
     for memory in GERMAN_MEMORIES:
-        response = await client.post("/v1/memories", json=memory, headers=tenant.write)
+        # wait for extraction: the graph stage then sees the same graph on every run
+        response = await client.post("/v1/memories?wait=true", json=memory, headers=tenant.write)
         assert response.status_code == 201, response.text
         assert response.json()["status"] == "created"
         ids.append(response.json()["id"])

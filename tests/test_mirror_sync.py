@@ -209,3 +209,40 @@ async def test_postgres_and_neo4j_backends_agree(mirrored, db, falkordb):  # noq
         await neo4j.close()
     async with db.owner_tx() as conn:
         assert await conn.scalar(text("SELECT count(*) FROM graph_outbox")) == 0
+
+
+async def test_erasure_reaches_the_mirror(mirrored, inspector, db):
+    tenant = await make_tenant(mirrored)
+    stored = await mirrored.post(
+        "/v1/memories?wait=true",
+        json={
+            "title": "Ilse Quandtmann",
+            "content": "Frau Ilse Quandtmann wohnt in Kassel.",
+            "relations": [
+                {
+                    "predicate": "HAS_SKILL",
+                    "subject": "Ilse Quandtmann",
+                    "subject_class": "Person",
+                    "object": "Buchhaltung",
+                    "object_class": "Skill",
+                }
+            ],
+        },
+        headers=tenant.write,
+    )
+    await wait_for_mirror(mirrored)
+    assert (await inspector.counts(uuid.UUID(tenant.id)))[0] >= 3
+    receipt = await mirrored.delete(
+        f"/v1/memories/{stored.json()['id']}?erase=true", headers=tenant.write
+    )
+    assert receipt.json()["graph_mirror"]["deletions_queued"] > 0
+    await wait_for_mirror(mirrored)
+    assert await inspector.counts(uuid.UUID(tenant.id)) == (0, 0)
+    leftovers = await inspector._driver.execute_query(
+        "MATCH (n:Node) WHERE n.id = $id OR n.name CONTAINS 'Quandtmann' RETURN count(n) AS n",
+        {"id": stored.json()["id"]},
+        database_=None,
+    )
+    assert leftovers.records[0]["n"] == 0
+    async with db.owner_tx() as conn:
+        assert await conn.scalar(text("SELECT count(*) FROM graph_outbox")) == 0

@@ -136,3 +136,45 @@ def test_unknown_embedder_is_refused_with_a_message(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "KNOWMIND_EMBEDDER='bogus'" in err
+
+
+def test_jobs_left_by_a_server_are_done_by_knowmind_worker(tmp_path):
+    """A server without workers accepts memories; `knowmind worker` (after a restart, or as a
+    separate process) finds the committed extraction jobs and runs them."""
+    data_dir = tmp_path / "km"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    run_cli(data_dir, "migrate")
+    tenant_id = run_cli(data_dir, "tenant", "create", "acme").split()[1]
+    token = run_cli(data_dir, "token", "create", "--tenant", tenant_id).strip().splitlines()[-1]
+    auth = {"Authorization": f"Bearer {token}"}
+    quiet = {"KNOWMIND_RUN_WORKERS": "off", "KNOWMIND_RERANKER": "none"}
+    server = knowmind(data_dir, "serve", port=port, env_extra=quiet)
+    try:
+        wait_ready(base, server)
+        stored = httpx.post(
+            f"{base}/v1/memories",
+            headers=auth,
+            json={"content": "Herr Otto Kranz leitet die Beispiel AG."},
+        )
+        job_id = stored.json()["job_id"]
+        assert httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()["status"] == "pending"
+    finally:
+        stop(server)
+    worker = knowmind(data_dir, "worker", env_extra={"KNOWMIND_RERANKER": "none"})
+    try:
+        deadline = time.monotonic() + 60
+        while "knowmind worker running" not in (worker.stdout.readline() or "x"):
+            assert time.monotonic() < deadline and worker.poll() is None
+        time.sleep(2.0)  # the worker polls every second
+    finally:
+        _, err = stop(worker)
+    assert worker.returncode == 0, err
+    assert '"event": "jobs.done"' in err
+    server = knowmind(data_dir, "serve", port=port, env_extra=quiet)
+    try:
+        wait_ready(base, server)
+        job = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth).json()
+        assert job["status"] == "done" and job["result"]["ner"] >= 2
+    finally:
+        stop(server)

@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERN
 
 from knowmind.errors import InvalidInputError, KnowmindError
 
-__all__ = ["exception_handlers"]
+__all__ = ["error_response", "exception_handlers"]
 
 log = structlog.get_logger(__name__)
 _MSGSPEC_PATH = re.compile(r" - at `\$\.?([^`]*)`")
@@ -73,3 +73,11 @@ exception_handlers = {
     HTTPException: on_http_error,
     Exception: on_unexpected_error,
 }
+
+
+def error_response(request: Request, error: Exception) -> Response[dict[str, Any]]:
+    """The response the handlers above give for ``error`` (most specific handler first)."""
+    for kind, handler in exception_handlers.items():
+        if isinstance(error, kind):
+            return handler(request, error)  # type: ignore[operator]
+    return on_unexpected_error(request, error)

@@ -67,6 +67,7 @@ class RelationIn(Struct):
     object_description: Annotated[str, Meta(max_length=4000, pattern=_NO_NUL)] | None = None
     confidence: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
     subject: Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)] | None = None
+    subject_class: Annotated[str, Meta(max_length=60, pattern=r"^[A-Z][A-Za-z0-9]*$")] | None = None
 
 
 class MemoryIn(Struct):
@@ -140,6 +141,10 @@ class RecallIn(Struct):
     rerank: bool | None = None
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
     explain: bool = False
+    as_of: Annotated[datetime, Meta(description="valid time: what was true then")] | None = None
+    known_at: Annotated[datetime, Meta(description="transaction time: what we knew then")] | (
+        None
+    ) = None
 
 
 class RecallHit(Struct):

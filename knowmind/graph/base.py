@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import UUID
 
 from knowmind.graph.ppr import ppr_over_edges
 
-__all__ = ["GraphReader", "PPRRun", "Subgraph", "rank_by_power_iteration"]
+__all__ = [
+    "GraphReader",
+    "Link",
+    "PPRRun",
+    "Subgraph",
+    "breadth_first",
+    "rank_by_power_iteration",
+]
+
+Link = tuple[UUID, str, UUID, str, float]  # (a, a kind, b, b kind, weight)
 
 
 @dataclass(slots=True)
@@ -69,3 +78,30 @@ async def rank_by_power_iteration(
     graph = await reader.subgraph(tenant_id, list(seeds), hops)
     result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
     return PPRRun(result.scores, graph.memories, result.iterations, "power-iteration")
+
+
+async def breadth_first(
+    seeds: Sequence[UUID],
+    hops: int,
+    max_nodes: int,
+    links_of: Callable[[list[UUID]], Awaitable[list[Link]]],
+) -> Subgraph:
+    """Expand hop by hop from the seeds; ``links_of(frontier)`` returns every link touching
+    the frontier. At most ``max_nodes`` nodes are reached."""
+    graph = Subgraph()
+    seen = set(seeds)
+    frontier = list(seeds)
+    for _ in range(hops):
+        if not frontier:
+            break
+        next_frontier = []
+        for a, a_kind, b, b_kind, weight in await links_of(frontier):
+            graph.add(a, a_kind, b, b_kind, weight)
+            for node in (a, b):
+                if node not in seen and len(seen) < max_nodes:
+                    seen.add(node)
+                    next_frontier.append(node)
+        frontier = next_frontier
+    # links found while expanding the last hop may point beyond it: keep only reached nodes
+    graph.links = {k: w for k, w in graph.links.items() if k[0] in seen and k[1] in seen}
+    return graph

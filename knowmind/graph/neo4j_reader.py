@@ -15,7 +15,7 @@ from uuid import UUID
 
 from neo4j import AsyncDriver, AsyncGraphDatabase
 
-from knowmind.graph.base import PPRRun, Subgraph, rank_by_power_iteration
+from knowmind.graph.base import Link, PPRRun, Subgraph, breadth_first, rank_by_power_iteration
 
 __all__ = ["Neo4jGraphReader"]
 
@@ -67,29 +67,21 @@ class Neo4jGraphReader:
     async def subgraph(
         self, tenant_id: UUID, seeds: Sequence[UUID], hops: int, max_nodes: int = 5000
     ) -> Subgraph:
-        graph = Subgraph()
-        seen = {str(s) for s in seeds}
-        frontier = list(seen)
-        for _ in range(hops):
-            next_frontier: list[str] = []
+        async def links_of(frontier: list[UUID]) -> list[Link]:
+            links: list[Link] = []
             for start in range(0, len(frontier), IDS_PER_REQUEST):
                 rows = await self._query(
                     _NEIGHBOURS,
-                    ids=frontier[start : start + IDS_PER_REQUEST],
+                    ids=[str(n) for n in frontier[start : start + IDS_PER_REQUEST]],
                     tenant=str(tenant_id),
                 )
-                for row in rows:
-                    a, b = UUID(row["a"]), UUID(row["b"])
-                    graph.add(a, row["a_kind"], b, row["b_kind"], float(row["weight"]))
-                    if row["b"] not in seen and len(seen) < max_nodes:
-                        seen.add(row["b"])
-                        next_frontier.append(row["b"])
-            frontier = next_frontier
-            if not frontier:
-                break
-        reached = {UUID(s) for s in seen}
-        graph.links = {k: w for k, w in graph.links.items() if k[0] in reached and k[1] in reached}
-        return graph
+                links += [
+                    (UUID(r["a"]), r["a_kind"], UUID(r["b"]), r["b_kind"], float(r["weight"]))
+                    for r in rows
+                ]
+            return links
+
+        return await breadth_first(seeds, hops, max_nodes, links_of)
 
     async def personalized_pagerank(
         self,

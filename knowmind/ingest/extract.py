@@ -94,7 +94,7 @@ class Extraction:
                             )
                         )
                         counts["ner"] += 1
-            counts["mentions_written"] = await edge_store.insert_mentions(conn, tenant_id, mentions)
+            await edge_store.insert_mentions(conn, tenant_id, mentions)
         return counts
 
 

@@ -32,6 +32,7 @@ class InlineRelation:
     object_description: str | None = None
     confidence: float = 1.0
     subject: str | None = None
+    subject_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,6 +160,25 @@ class GraphService:
             await graph.resolve_nodes(conn, tenant, node_id=node_id)
             return await edge_store.node_relations(conn, tenant, node_id)
 
+    async def link_supersedes(
+        self,
+        conn: AsyncConnection,
+        tenant: UUID,
+        new_id: UUID,
+        old_id: UUID,
+        reason: str | None,
+    ) -> None:
+        ontology = await self.ontology(conn, tenant)
+        await graph.link(
+            conn,
+            tenant,
+            ontology,
+            graph.Node(new_id, "memory", None),
+            graph.Node(old_id, "memory", None),
+            ontology.predicate("SUPERSEDES"),
+            properties={"reason": reason} if reason else None,
+        )
+
     # -- inline relations of a new memory (inside the memory's transaction) ----------------
 
     async def attach_inline_relations(
@@ -191,7 +211,7 @@ class GraphService:
                     tenant,
                     ontology,
                     relation.subject,
-                    None,
+                    relation.subject_class,
                     predicate.subject_classes,
                     None,
                     f"{field_prefix}.subject",
@@ -199,7 +219,11 @@ class GraphService:
                 mentions.append(
                     (memory_id, None, source.id, "inline", relation.confidence, None, None)
                 )
-            await graph.link(conn, tenant, ontology, source, target, predicate, relation.confidence)
+            # provenance: erasing the memory erases the edges its relations drew
+            provenance = {"source_memory_id": str(memory_id)}
+            await graph.link(
+                conn, tenant, ontology, source, target, predicate, relation.confidence, provenance
+            )
             mentions.append((memory_id, None, target.id, "inline", relation.confidence, None, None))
         await edge_store.insert_mentions(conn, tenant, mentions)
 
@@ -216,7 +240,7 @@ class GraphService:
     ) -> graph.Node:
         norm = _norm_or_422(name, field)
         if entity_class is not None:
-            ontology.check_class(entity_class, field.replace("object", "object_class"))
+            ontology.check_class(entity_class, f"{field}_class")
         else:
             existing = [
                 e

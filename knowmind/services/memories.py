@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from knowmind.db.engine import Database
-from knowmind.errors import InvalidInputError, NotFoundError
+from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import prepare_chunks
@@ -128,6 +128,66 @@ class MemoryService:
                 return None
             row = await memory_store.get_memory(conn, tenant, memory_id)
         return Remembered(memory_id, "unchanged", row.chunk_count if row else 0)
+
+    async def supersede(
+        self,
+        who: Principal,
+        target_id: UUID,
+        new_title: str | None,
+        new_content: str,
+        reason: str | None = None,
+    ) -> Remembered:
+        """Bi-temporal update: the old memory's valid and transaction time end now, a new
+        memory valid from now replaces it, linked new -SUPERSEDES-> old with the reason.
+        Nothing is deleted: ``as_of`` / ``known_at`` recalls still find the old fact."""
+        tenant = tenant_of(who)
+        if not new_content.strip():
+            raise InvalidInputError("new_content", "must not be empty")
+        prepared = await prepare_chunks(
+            self.embedder,
+            new_title,
+            new_content,
+            self.settings.chunk_target_chars,
+            self.settings.chunk_overlap_chars,
+        )
+        async with self.db.tenant_tx(tenant) as conn:
+            old = await memory_store.close_validity(conn, tenant, target_id)
+            if old is None:
+                if await memory_store.get_memory(conn, tenant, target_id) is None:
+                    raise NotFoundError(f"memory {target_id} not found")
+                raise ConflictError(f"memory {target_id} was already superseded")
+            new_id = await memory_store.insert_memory(
+                conn,
+                tenant,
+                memory_store.NewMemory(
+                    title=new_title,
+                    content=new_content,
+                    memory_type=old.memory_type,
+                    tags=old.tags,
+                    source=old.source,
+                    domain=old.domain,
+                    metadata=old.metadata,
+                    sha256=content_sha256(new_content),
+                    document_id=old.document_id,
+                ),
+            )
+            if new_id is None:
+                raise ConflictError("a current memory with exactly this content exists")
+            count = await memory_store.insert_chunks(
+                conn,
+                tenant,
+                new_id,
+                language=who.language,
+                context=new_title,
+                contents=prepared.contents,
+                embeddings=prepared.embeddings,
+            )
+            await self.graph.link_supersedes(conn, tenant, new_id, target_id, reason)
+            job_id = await job_store.enqueue_job(
+                conn, tenant, EXTRACT_JOB, {"memory_id": str(new_id)}
+            )
+        self.on_job_enqueued()
+        return Remembered(new_id, "created", count, job_id)
 
     async def job(self, who: Principal, job_id: UUID) -> JobRow:
         tenant = tenant_of(who)

@@ -100,3 +100,16 @@ async def retry_or_fail_job(
         ),
         {"t": tenant_id, "id": job_id, "e": error[:500], "b": backoff_seconds},
     )
+
+
+async def job_backlog(conn: AsyncConnection) -> dict[str, int]:
+    """All tenants (owner connection): jobs waiting, and jobs that gave up."""
+    row = (
+        await conn.execute(
+            text(
+                "SELECT count(*) FILTER (WHERE status IN ('pending', 'running')) AS pending, "
+                "count(*) FILTER (WHERE status = 'failed') AS failed FROM jobs"
+            )
+        )
+    ).one()
+    return {"pending_jobs": int(row.pending), "failed_jobs": int(row.failed)}

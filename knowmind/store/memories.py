@@ -28,7 +28,7 @@ __all__ = [
 
 _MEMORY_COLUMNS = (
     "m.id, m.title, m.content, m.memory_type, m.tags, m.source, m.domain, m.metadata, "
-    "m.created_at, m.valid_from, m.valid_to, m.document_id"
+    "m.created_at, m.valid_from, m.valid_to, m.document_id, m.recorded_at, m.superseded_at"
 )
 
 
@@ -44,13 +44,14 @@ class NewMemory:
     domain: str | None
     metadata: dict[str, Any]
     sha256: bytes
+    document_id: UUID | None = None
 
 
 async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> UUID | None:
     return await conn.scalar(
         text(
             "SELECT id FROM memories WHERE tenant_id = :tenant AND content_sha256 = :sha "
-            "AND document_id IS NULL"
+            "AND document_id IS NULL AND superseded_at IS NULL"
         ),
         {"tenant": tenant_id, "sha": sha256},
     )
@@ -58,9 +59,10 @@ async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> 
 
 _INSERT_MEMORY = text(
     "INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
-    "metadata, content_sha256) VALUES (:tenant, :title, :content, :memory_type, :tags, "
-    ":source, :domain, :metadata, :sha) "
-    "ON CONFLICT (tenant_id, content_sha256) WHERE document_id IS NULL DO NOTHING "
+    "metadata, content_sha256, document_id) VALUES (:tenant, :title, :content, :memory_type, "
+    ":tags, :source, :domain, :metadata, :sha, :document_id) "
+    "ON CONFLICT (tenant_id, content_sha256) "
+    "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
     "RETURNING id"
 ).bindparams(bindparam("metadata", type_=JSONB))
 
@@ -79,6 +81,7 @@ async def insert_memory(conn: AsyncConnection, tenant_id: UUID, memory: NewMemor
             "domain": memory.domain,
             "metadata": memory.metadata,
             "sha": memory.sha256,
+            "document_id": memory.document_id,
         },
     )
 
@@ -164,3 +167,31 @@ async def delete_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID)
         {"tenant": tenant_id, "id": memory_id},
     )
     return removed if deleted else None
+
+
+async def close_validity(
+    conn: AsyncConnection, tenant_id: UUID, memory_id: UUID
+) -> MemoryRow | None:
+    """End a current memory's valid time and transaction time now (it is being superseded);
+    None when it does not exist or is no longer current."""
+    row = (
+        await conn.execute(
+            text(
+                "UPDATE memories m SET valid_to = now(), superseded_at = now() "
+                "WHERE m.tenant_id = :tenant AND m.id = :id AND m.superseded_at IS NULL "
+                f"AND (m.valid_to IS NULL OR m.valid_to > now()) RETURNING {_MEMORY_COLUMNS}"
+            ),
+            {"tenant": tenant_id, "id": memory_id},
+        )
+    ).one_or_none()
+    return MemoryRow(**row._mapping) if row else None
+
+
+async def memory_ids_of_document(
+    conn: AsyncConnection, tenant_id: UUID, document_id: UUID
+) -> list[UUID]:
+    rows = await conn.execute(
+        text("SELECT id FROM memories WHERE tenant_id = :t AND document_id = :d"),
+        {"t": tenant_id, "d": document_id},
+    )
+    return list(rows.scalars())

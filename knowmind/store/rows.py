@@ -40,6 +40,8 @@ class MemoryRow(msgspec.Struct, frozen=True):
     valid_from: datetime
     valid_to: datetime | None
     document_id: UUID | None
+    recorded_at: datetime | None = None
+    superseded_at: datetime | None = None
     chunk_count: int = 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -29,20 +30,36 @@ _WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
 
 @dataclass(frozen=True, slots=True)
 class MemoryFilters:
+    """What a recall may return. Time: by default only memories valid now; ``as_of`` gives
+    what was valid at that instant (valid time), ``known_at`` what the store held then
+    (transaction time)."""
+
     memory_type: str | None = None
     tags: list[str] = field(default_factory=list)
     source: str | None = None
     domain: str | None = None
     document_id: UUID | None = None
-
-    @property
-    def empty(self) -> bool:
-        return not (self.memory_type or self.tags or self.source or self.domain or self.document_id)
+    as_of: datetime | None = None
+    known_at: datetime | None = None
 
     def sql(self) -> tuple[str, dict[str, Any]]:
         """AND-clauses on the memories alias ``m`` and their parameters."""
         clauses: list[str] = []
         params: dict[str, Any] = {}
+        as_of = self.as_of or self.known_at  # "what we knew then" is about what was true then
+        if as_of is None:
+            clauses.append("(m.valid_to IS NULL OR m.valid_to > now())")
+        else:
+            clauses.append(
+                "m.valid_from <= :f_as_of AND (m.valid_to IS NULL OR m.valid_to > :f_as_of)"
+            )
+            params["f_as_of"] = as_of
+        if self.known_at is not None:
+            clauses.append(
+                "m.recorded_at <= :f_known_at "
+                "AND (m.superseded_at IS NULL OR m.superseded_at > :f_known_at)"
+            )
+            params["f_known_at"] = self.known_at
         for column in ("memory_type", "source", "domain", "document_id"):
             value = getattr(self, column)
             if value is not None:
@@ -55,8 +72,6 @@ class MemoryFilters:
 
 
 def _join_memories(filters: MemoryFilters) -> tuple[str, str, dict[str, Any]]:
-    if filters.empty:
-        return "", "", {}
     where, params = filters.sql()
     join = " JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id"
     return join, where, params

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
-from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.guards import SERVER_ADMIN
 from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut
@@ -57,6 +58,13 @@ class AdminController(Controller):
             scopes=row.scopes,
             created_at=row.created_at,
         )
+
+    @delete("/tenants/{tenant_id:uuid}", status_code=HTTP_200_OK)
+    async def erase_tenant(
+        self, tenant_id: FromPath[UUID], runtime: NamedDependency[Runtime]
+    ) -> dict[str, Any]:
+        """Erase a tenant and everything it owns; returns a receipt of what was removed."""
+        return await runtime.erasure.erase_tenant(tenant_id)
 
     @delete("/tokens/{token_id:uuid}", status_code=HTTP_204_NO_CONTENT)
     async def revoke_token(

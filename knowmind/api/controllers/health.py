@@ -10,6 +10,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 
 from knowmind import __version__
 from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
 from knowmind.services.capabilities import describe
 
 __all__ = ["HealthController"]
@@ -27,6 +28,19 @@ class HealthController(Controller):
     async def capabilities(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
         """What is active on this host: embedder, reranker, graph backend, NER, stages."""
         return await describe(runtime)
+
+    @get("/health/detail")
+    async def health_detail(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
+        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
+        return await runtime.health_detail()
+
+    @get("/v1/stats", opt={"scope": "read"})
+    async def stats(
+        self, runtime: NamedDependency[Runtime], principal: NamedDependency[Principal]
+    ) -> dict[str, Any]:
+        """Counts for the caller's tenant: memories, documents, chunks, entities, edges, jobs,
+        and the graph mirror's lag."""
+        return await runtime.stats(principal)
 
     @get("/ready")
     async def ready(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
+from knowmind.api.document_schemas import SupersedeIn
 from knowmind.api.schemas import JobRef, MemoryIn, MemoryList, MemoryOut, RememberOut
 from knowmind.errors import InvalidInputError
 from knowmind.runtime import Runtime
@@ -75,17 +77,7 @@ class MemoryController(Controller):
             source=data.source,
             domain=data.domain,
             metadata=data.metadata,
-            relations=tuple(
-                InlineRelation(
-                    predicate=r.predicate,
-                    object=r.object,
-                    object_class=r.object_class,
-                    object_description=r.object_description,
-                    confidence=r.confidence,
-                    subject=r.subject,
-                )
-                for r in data.relations
-            ),
+            relations=tuple(InlineRelation(**msgspec.structs.asdict(r)) for r in data.relations),
         )
         done = await runtime.memories.remember(principal, draft)
         job = None
@@ -116,11 +108,31 @@ class MemoryController(Controller):
         rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor)
         return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)
 
-    @delete("/{memory_id:uuid}", opt={"scope": "write"}, status_code=HTTP_204_NO_CONTENT)
+    @delete("/{memory_id:uuid}", opt={"scope": "write"}, status_code=HTTP_200_OK)
     async def delete_memory(
         self,
         memory_id: FromPath[UUID],
         runtime: NamedDependency[Runtime],
         principal: NamedDependency[Principal],
-    ) -> None:
+        erase: Annotated[bool, QueryParameter(description="GDPR erasure with receipt")] = False,
+    ) -> Response[Any]:
+        """Delete a memory and its chunks; ``?erase=true`` removes every trace (mentions,
+        edges, entities only it referred to, pending jobs, the mirror) and returns a receipt."""
+        if erase:
+            return Response(await runtime.erasure.erase_memory(principal, memory_id))
         await runtime.memories.delete(principal, memory_id)
+        return Response(None, status_code=HTTP_204_NO_CONTENT)
+
+    @post("/{memory_id:uuid}/supersede", opt={"scope": "write"}, status_code=HTTP_201_CREATED)
+    async def supersede(
+        self,
+        memory_id: FromPath[UUID],
+        data: JSONBody[SupersedeIn],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> RememberOut:
+        """update_fact: the old memory stops being valid now; a new one replaces it."""
+        done = await runtime.memories.supersede(
+            principal, memory_id, data.new_title, data.new_content, data.update_reason
+        )
+        return RememberOut(done.id, "created", done.chunks, done.job_id)

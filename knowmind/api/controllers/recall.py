@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from knowmind.api.schemas import RecallHit, RecallIn, RecallOut
+from knowmind.api.schemas import RecallFilters, RecallHit, RecallIn, RecallOut
 from knowmind.recall.pipeline import RecallOptions
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
@@ -27,17 +29,15 @@ class RecallController(Controller):
         runtime: NamedDependency[Runtime],
         principal: NamedDependency[Principal],
     ) -> RecallOut:
-        f = data.filters
-        filters = (
-            MemoryFilters(
-                memory_type=f.memory_type,
-                tags=list(f.tags),
-                source=f.source,
-                domain=f.domain,
-                document_id=f.document_id,
-            )
-            if f
-            else MemoryFilters()
+        f = data.filters or RecallFilters()
+        filters = MemoryFilters(
+            memory_type=f.memory_type,
+            tags=list(f.tags),
+            source=f.source,
+            domain=f.domain,
+            document_id=f.document_id,
+            as_of=_aware(data.as_of),
+            known_at=_aware(data.known_at),
         )
         options = RecallOptions(
             k=data.k, stages=data.stages, weights=data.weights, rerank=data.rerank
@@ -67,3 +67,10 @@ class RecallController(Controller):
             degraded_reasons=outcome.degraded_reasons,
             explain=outcome.explain,
         )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """Times without a zone are taken as UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)

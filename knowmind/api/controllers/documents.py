@@ -1,0 +1,107 @@
+"""Documents: ours (``/v1/documents``) and knowmind's REST upload (``/api/documents``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+import msgspec
+from litestar import Controller, Request, Response, delete, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
+
+from knowmind.api.document_schemas import DocumentIn, DocumentOut, KnowmindDocumentIn
+from knowmind.api.errors import error_response, exception_handlers
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult
+from knowmind.services.graph import InlineRelation
+
+__all__ = ["DocumentController", "KnowmindUploadController"]
+
+Rt = NamedDependency[Runtime]
+Who = NamedDependency[Principal]
+
+
+def document_out(result: DocumentResult) -> Response[DocumentOut]:
+    body = DocumentOut(
+        id=result.id,
+        memory_id=result.memory_id,
+        chunks=result.chunks,
+        status=result.status,  # type: ignore[arg-type]
+        job_id=result.job_id,
+        embedded_by=result.embedded_by,
+    )
+    return Response(body, status_code=HTTP_201_CREATED if result.status == "created" else 200)
+
+
+class DocumentController(Controller):
+    path = "/v1/documents"
+    tags = ["documents"]
+
+    @post("/", opt={"scope": "write"})
+    async def upload(
+        self, data: JSONBody[DocumentIn], runtime: Rt, principal: Who
+    ) -> Response[DocumentOut]:
+        """Store a document (Markdown or text); the same title replaces the old version,
+        which keeps its document id."""
+        draft = DocumentDraft(
+            content=data.content,
+            title=data.title,
+            source=data.source,
+            replace_document_id=data.replace_document_id,
+            relations=tuple(InlineRelation(**msgspec.structs.asdict(r)) for r in data.relations),
+        )
+        return document_out(await runtime.documents.upload(principal, draft))
+
+    @delete("/{document_id:uuid}", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    async def remove(
+        self,
+        document_id: FromPath[UUID],
+        runtime: Rt,
+        principal: Who,
+        erase: Annotated[bool, QueryParameter(description="GDPR erasure with receipt")] = False,
+    ) -> Response[Any]:
+        receipt = await runtime.erasure.erase_document(principal, document_id)
+        if erase:
+            return Response(receipt, status_code=HTTP_200_OK)
+        return Response(None, status_code=HTTP_204_NO_CONTENT)
+
+
+def _knowmind_error(request: Request, error: Exception) -> Response[dict[str, str]]:
+    """knowmind's clients expect ``{"error": "..."}`` with a non-2xx status."""
+    response = error_response(request, error)
+    detail = response.content.get("detail", "error")  # type: ignore[union-attr]
+    return Response({"error": str(detail)}, status_code=response.status_code)
+
+
+class KnowmindUploadController(Controller):
+    path = "/api/documents"
+    tags = ["knowmind compatibility"]
+    # Override every app-level handler (Litestar picks the most specific class across layers).
+    exception_handlers = {kind: _knowmind_error for kind in exception_handlers}
+
+    @post("/", opt={"scope": "write"})
+    async def upload(
+        self, data: JSONBody[KnowmindDocumentIn], runtime: Rt, principal: Who
+    ) -> Response[dict[str, Any]]:
+        """knowmind's REST upload. Client chunk embeddings are used only when
+        ``embeddingModel`` is this tenant's model and the dimensions match."""
+        draft = DocumentDraft(
+            content=data.content,
+            title=data.title,
+            replace_document_id=data.replace_document_id,
+            chunks=tuple(ClientChunk(c.content, c.embedding) for c in data.chunks or []),
+            embedding_model=data.embedding_model,
+        )
+        result = await runtime.documents.upload(principal, draft)
+        body = {
+            "id": str(result.id),
+            "documentId": str(result.id),
+            "chunks": result.chunks,
+            "status": result.status,
+            "embeddedBy": result.embedded_by,
+        }
+        status = HTTP_201_CREATED if result.status == "created" else HTTP_200_OK
+        return Response(body, status_code=status)

@@ -1,0 +1,58 @@
+"""Bodies of the document endpoints: ours (/v1/documents) and knowmind's REST upload."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import msgspec
+from msgspec import Meta, Struct
+
+from knowmind.api.schemas import RelationIn
+
+__all__ = ["DocumentIn", "DocumentOut", "KnowmindChunk", "KnowmindDocumentIn", "SupersedeIn"]
+
+_NO_NUL = r"^[^\x00]*$"
+Title = Annotated[str, Meta(min_length=1, max_length=500, pattern=_NO_NUL)]
+Content = Annotated[str, Meta(min_length=1, pattern=_NO_NUL)]
+
+
+class DocumentIn(Struct):
+    content: Content
+    title: Title | None = None
+    source: Annotated[str, Meta(min_length=1, max_length=500, pattern=_NO_NUL)] | None = None
+    relations: Annotated[list[RelationIn], Meta(max_length=50)] = msgspec.field(
+        default_factory=list
+    )
+    replace_document_id: UUID | None = None
+
+
+class DocumentOut(Struct):
+    id: UUID
+    memory_id: UUID | None
+    chunks: int
+    status: Literal["created", "replaced", "unchanged"]
+    job_id: UUID | None = None
+    embedded_by: str = "server"
+
+
+class KnowmindChunk(Struct):
+    content: Content
+    embedding: Annotated[list[float], Meta(min_length=1, max_length=8192)]
+    metadata: dict[str, Any] | None = None
+
+
+class KnowmindDocumentIn(Struct, rename="camel"):
+    """knowmind's ``POST /api/documents`` body (camelCase keys)."""
+
+    content: Content
+    title: Title | None = None
+    chunks: Annotated[list[KnowmindChunk], Meta(max_length=10000)] | None = None
+    embedding_model: Annotated[str, Meta(max_length=200)] | None = None
+    replace_document_id: UUID | None = None
+
+
+class SupersedeIn(Struct):
+    new_content: Content
+    new_title: Title | None = None
+    update_reason: Annotated[str, Meta(max_length=2000, pattern=_NO_NUL)] | None = None

@@ -1,0 +1,323 @@
+"""What each MCP tool is: name, aliases, scope, input schema and annotations (no behaviour).
+
+The limits follow the REST bodies (``knowmind.api.schemas``) so both doors accept the same input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["SPECS", "ToolSpec"]
+
+_PREDICATE = r"^[A-Z][A-Z0-9_]*$"
+_CLASS = r"^[A-Z][A-Za-z0-9]*$"
+
+
+def _str(description: str, max_length: int | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "description": description, "minLength": 1}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return schema | extra
+
+
+def _int(description: str, minimum: int, maximum: int, default: int) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "description": description,
+        "minimum": minimum,
+        "maximum": maximum,
+        "default": default,
+    }
+
+
+def _uuid(description: str) -> dict[str, Any]:
+    return {"type": "string", "format": "uuid", "description": description}
+
+
+def _confidence(description: str) -> dict[str, Any]:
+    return {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1,
+        "default": 1.0,
+        "description": description,
+    }
+
+
+def _object(
+    properties: dict[str, dict[str, Any]],
+    required: tuple[str, ...] = (),
+    *,
+    extra_keys: bool = False,
+) -> dict[str, Any]:
+    """``extra_keys``: unknown keys are accepted and ignored instead of refused."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    if not extra_keys:
+        schema["additionalProperties"] = False
+    return schema
+
+
+_RELATION = _object(
+    {
+        "predicate": _str(
+            "relation type from the catalogue (knowmind_get_schema), e.g. WORKS_FOR",
+            60,
+            pattern=_PREDICATE,
+        ),
+        "object": _str("name of the related thing; found or created", 300),
+        "object_class": _str(
+            "entity class of the object, e.g. Person, Organization (needed when ambiguous)",
+            60,
+            pattern=_CLASS,
+        ),
+        "object_description": {"type": "string", "maxLength": 4000},
+        "confidence": _confidence("0..1"),
+        "subject": _str("optional subject entity name (default: the new memory itself)", 300),
+    },
+    ("predicate", "object"),
+    extra_keys=True,
+)
+_RELATIONS = {
+    "type": "array",
+    "items": _RELATION,
+    "maxItems": 50,
+    "description": "edges drawn from the new memory to found-or-created entities",
+}
+_QUERY = _str("the question or search text, any language", 2000)
+_K = _int("number of results", 1, 25, 5)
+_NODE = "id of a memory or entity"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    scope: Literal["read", "write"]
+    input_schema: dict[str, Any]
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = True
+    aliases: tuple[str, ...] = ()
+
+    def describe(self, name: str | None = None) -> dict[str, Any]:
+        """The ``tools/list`` entry, under ``name`` (an alias) or the current name."""
+        description = self.description
+        if name is not None and name != self.name:
+            description = f"Deprecated alias of {self.name}. {description}"
+        return {
+            "name": name or self.name,
+            "title": self.title,
+            "description": description,
+            "inputSchema": self.input_schema,
+            "annotations": {
+                "title": self.title,
+                "readOnlyHint": self.read_only,
+                "destructiveHint": self.destructive,
+                "idempotentHint": self.idempotent,
+                "openWorldHint": False,
+            },
+        }
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "knowmind_recall_memories",
+        "Recall memories",
+        "Hybrid recall over the tenant's memories and documents (full text + vector + graph "
+        "hops, fused and reranked). Returns the top-k chunks, each with score and source.",
+        "read",
+        _object(
+            {
+                "query": _QUERY,
+                "k": _K,
+                "hops": _int("graph hops (0 = text/vector only)", 0, 3, 2),
+            },
+            ("query",),
+        ),
+        read_only=True,
+        aliases=("knowmind_recall",),
+    ),
+    ToolSpec(
+        "knowmind_recall_at_time",
+        "Recall memories valid at a point in time",
+        "Like knowmind_recall_memories, restricted to memories valid at as_of "
+        "(valid_from <= as_of < valid_to); superseded facts answer for their own time.",
+        "read",
+        _object(
+            {
+                "query": _QUERY,
+                "as_of": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "ISO-8601 instant (default: now; UTC when no offset)",
+                },
+                "k": _K,
+            },
+            ("query",),
+        ),
+        read_only=True,
+    ),
+    ToolSpec(
+        "knowmind_store_memory",
+        "Store a memory",
+        "Store a fact, event, procedure or reference (append-only; identical content is "
+        "reported as unchanged). Optional relations link the memory to named entities. "
+        "Returns the memory id. Unknown keys are ignored.",
+        "write",
+        _object(
+            {
+                "content": _str("the memory text"),
+                "title": {"type": "string", "maxLength": 500},
+                "memory_type": {
+                    "type": "string",
+                    "enum": ["semantic", "episodic", "procedural", "reference"],
+                    "default": "semantic",
+                },
+                "tags": {"type": "array", "items": _str("tag", 500), "maxItems": 100},
+                "source": _str("where it comes from", 500),
+                "domain": _str("subject area", 500),
+                "relations": _RELATIONS,
+            },
+            ("content",),
+            extra_keys=True,
+        ),
+        read_only=False,
+    ),
+    ToolSpec(
+        "knowmind_upload_document",
+        "Upload a document",
+        "Chunk, embed and index a document. The title is the upsert key: a document with the "
+        "same title replaces the old version. Returns the document id and number of chunks.",
+        "write",
+        _object(
+            {
+                "content": _str("the document text"),
+                "title": _str("document title (upsert key)", 500),
+                "source": _str("where it comes from", 500),
+                "relations": _RELATIONS,
+            },
+            ("content",),
+        ),
+        read_only=False,
+        destructive=True,
+    ),
+    ToolSpec(
+        "knowmind_update_fact",
+        "Update a fact (bi-temporal)",
+        "Supersede a memory: the old one stays in history (valid_to = now), a new memory "
+        "valid from now replaces it, linked new -SUPERSEDES-> old with the reason.",
+        "write",
+        _object(
+            {
+                "target_id": _uuid("id of the memory to supersede"),
+                "new_title": _str("title of the new version", 500),
+                "new_content": _str("content of the new version"),
+                "update_reason": {"type": "string", "maxLength": 2000},
+            },
+            ("target_id", "new_title", "new_content"),
+        ),
+        read_only=False,
+        idempotent=False,
+    ),
+    ToolSpec(
+        "knowmind_upsert_entity",
+        "Create or find an entity",
+        "Create-or-return the node for a named thing; the same (name, entity_class) always "
+        "returns the same id.",
+        "write",
+        _object(
+            {
+                "name": _str("the entity's name", 300),
+                "entity_class": _str("class from the catalogue, e.g. Person", 60, pattern=_CLASS),
+                "description": {"type": "string", "maxLength": 4000},
+                "aliases": {"type": "array", "items": _str("alias", 300), "maxItems": 50},
+            },
+            ("name", "entity_class"),
+        ),
+        read_only=False,
+        aliases=("knowmind_entity",),
+    ),
+    ToolSpec(
+        "knowmind_link_entities",
+        "Link two nodes",
+        "Draw a typed edge between two nodes (memories or entities); the inverse edge is "
+        "created too. Idempotent.",
+        "write",
+        _object(
+            {
+                "from_id": _uuid(_NODE),
+                "to_id": _uuid(_NODE),
+                "rel_type": _str("relation type, e.g. WORKS_FOR", 60, pattern=_PREDICATE),
+                "confidence": _confidence("0..1"),
+            },
+            ("from_id", "to_id", "rel_type"),
+        ),
+        read_only=False,
+        aliases=("knowmind_link",),
+    ),
+    ToolSpec(
+        "knowmind_unlink_entities",
+        "Unlink two nodes",
+        "Remove a typed edge and its inverse; removing an edge that does not exist is a no-op.",
+        "write",
+        _object(
+            {
+                "from_id": _uuid(_NODE),
+                "to_id": _uuid(_NODE),
+                "rel_type": _str("relation type", 60, pattern=_PREDICATE),
+            },
+            ("from_id", "to_id", "rel_type"),
+        ),
+        read_only=False,
+        destructive=True,
+        aliases=("knowmind_unlink",),
+    ),
+    ToolSpec(
+        "knowmind_list_relations",
+        "List relations of a node",
+        "All incoming and outgoing edges of one node with edge type and the connected node.",
+        "read",
+        _object({"memory_id": _uuid(_NODE)}, ("memory_id",)),
+        read_only=True,
+    ),
+    ToolSpec(
+        "knowmind_list_recent",
+        "List recent memories",
+        "The newest memories and documents first (by created_at).",
+        "read",
+        _object({"k": _int("number of entries", 1, 50, 10)}),
+        read_only=True,
+    ),
+    ToolSpec(
+        "knowmind_get_stats",
+        "Statistics",
+        "Counts for the tenant: memories, graph edges, vector chunks.",
+        "read",
+        _object({}),
+        read_only=True,
+        aliases=("knowmind_stats",),
+    ),
+    ToolSpec(
+        "knowmind_get_health",
+        "Health",
+        "Status per component (PostgreSQL, memory service, graph).",
+        "read",
+        _object({}),
+        read_only=True,
+        aliases=("knowmind_health",),
+    ),
+    ToolSpec(
+        "knowmind_get_schema",
+        "Relation catalogue",
+        "Every relation type with its subject and object classes and when to use it, and the "
+        "entity classes.",
+        "read",
+        _object({}),
+        read_only=True,
+        aliases=("knowmind_schema",),
+    ),
+)

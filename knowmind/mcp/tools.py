@@ -1,0 +1,228 @@
+"""The MCP tools: validated arguments mapped onto the same services the REST API calls."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from knowmind.mcp.catalogue import SPECS, ToolSpec
+from knowmind.recall.pipeline import RecallOptions, RecallOutcome
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.services.documents import DocumentDraft
+from knowmind.services.graph import InlineRelation
+from knowmind.services.memories import MemoryDraft, Remembered
+from knowmind.store.rows import MemoryRow
+from knowmind.store.search import MemoryFilters
+
+__all__ = ["TOOLS", "Tool", "listed_tools"]
+
+Args = dict[str, Any]
+Handler = Callable[[Runtime, Principal, Args], Awaitable[Any]]
+_PREVIEW_CHARS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    spec: ToolSpec
+    run: Handler
+
+
+def _relations(items: list[Args] | None) -> tuple[InlineRelation, ...]:
+    return tuple(
+        InlineRelation(
+            predicate=r["predicate"],
+            object=r["object"],
+            object_class=r.get("object_class"),
+            object_description=r.get("object_description"),
+            confidence=r["confidence"],
+            subject=r.get("subject"),
+        )
+        for r in items or ()
+    )
+
+
+def _recall_out(outcome: RecallOutcome) -> Args:
+    return {
+        "results": [
+            {
+                "memory_id": r.chunk.memory_id,
+                "chunk_id": r.chunk.chunk_id,
+                "title": r.chunk.title,
+                "content": r.chunk.content,
+                "source": r.chunk.source,
+                "memory_type": r.chunk.memory_type,
+                "created_at": r.chunk.created_at,
+                "score": round(r.score, 6),
+                "rerank_score": None if r.rerank_score is None else round(r.rerank_score, 6),
+            }
+            for r in outcome.results
+        ],
+        "degraded": bool(outcome.degraded_reasons),
+        "degraded_reasons": outcome.degraded_reasons,
+    }
+
+
+def _remembered(done: Remembered) -> Args:
+    return {"id": done.id, "status": done.status, "chunks": done.chunks, "job_id": done.job_id}
+
+
+def _recent(row: MemoryRow) -> Args:
+    return {
+        "id": row.id,
+        "title": row.title,
+        "content": row.content[:_PREVIEW_CHARS],
+        "truncated": len(row.content) > _PREVIEW_CHARS,
+        "memory_type": row.memory_type,
+        "tags": row.tags,
+        "source": row.source,
+        "created_at": row.created_at,
+        "valid_from": row.valid_from,
+        "valid_to": row.valid_to,
+        "document_id": row.document_id,
+        "chunks": row.chunk_count,
+    }
+
+
+async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
+    outcome = await rt.recall.recall(who, a["query"], RecallOptions(k=a["k"]), hops=a["hops"])
+    return _recall_out(outcome)
+
+
+async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
+    """Without ``as_of`` the filter is "valid now" by the database's clock."""
+    as_of: datetime | None = a.get("as_of")
+    filters = MemoryFilters(as_of=as_of)
+    outcome = await rt.recall.recall(who, a["query"], RecallOptions(k=a["k"]), filters)
+    return {"as_of": as_of or datetime.now(UTC), **_recall_out(outcome)}
+
+
+async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
+    draft = MemoryDraft(
+        content=a["content"],
+        title=a.get("title"),
+        memory_type=a["memory_type"],
+        tags=tuple(a.get("tags") or ()),
+        source=a.get("source"),
+        domain=a.get("domain"),
+        relations=_relations(a.get("relations")),
+    )
+    return _remembered(await rt.memories.remember(who, draft))
+
+
+async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
+    draft = DocumentDraft(
+        title=a.get("title"),
+        content=a["content"],
+        source=a.get("source"),
+        relations=_relations(a.get("relations")),
+    )
+    done = await rt.documents.upload(who, draft)
+    return {
+        "id": done.id,
+        "memory_id": done.memory_id,
+        "chunks": done.chunks,
+        "status": done.status,
+        "job_id": done.job_id,
+    }
+
+
+async def update_fact(rt: Runtime, who: Principal, a: Args) -> Args:
+    done = await rt.memories.supersede(
+        who, a["target_id"], a["new_title"], a["new_content"], a.get("update_reason")
+    )
+    return {**_remembered(done), "supersedes": a["target_id"]}
+
+
+async def upsert_entity(rt: Runtime, who: Principal, a: Args) -> Args:
+    row, created = await rt.graph.upsert_entity(
+        who, a["name"], a["entity_class"], a.get("description"), a.get("aliases")
+    )
+    return {
+        "id": row.id,
+        "name": row.name,
+        "entity_class": row.entity_class,
+        "description": row.description,
+        "aliases": row.aliases,
+        "created": created,
+    }
+
+
+async def link_entities(rt: Runtime, who: Principal, a: Args) -> Args:
+    edge, twin = await rt.graph.link(who, a["from_id"], a["to_id"], a["rel_type"], a["confidence"])
+    return {"edge_id": edge, "inverse_edge_id": twin}
+
+
+async def unlink_entities(rt: Runtime, who: Principal, a: Args) -> Args:
+    removed = await rt.graph.unlink(who, a["from_id"], a["to_id"], a["rel_type"])
+    return {"removed": removed}
+
+
+async def list_relations(rt: Runtime, who: Principal, a: Args) -> Args:
+    rows = await rt.graph.relations(who, a["memory_id"])
+    return {
+        "node_id": a["memory_id"],
+        "relations": [
+            {
+                "predicate": r["predicate"],
+                "direction": r["direction"],
+                "confidence": round(float(r["confidence"]), 4),
+                "derived": r["derived"],
+                "node": {
+                    "id": r["node_id"],
+                    "kind": r["kind"],
+                    "title_or_name": r["title_or_name"],
+                    "entity_class": r["entity_class"],
+                },
+            }
+            for r in rows
+        ],
+    }
+
+
+async def list_recent(rt: Runtime, who: Principal, a: Args) -> Args:
+    rows, _ = await rt.memories.list_recent(who, a["k"], None)
+    return {"items": [_recent(r) for r in rows]}
+
+
+async def get_stats(rt: Runtime, who: Principal, a: Args) -> Args:
+    return await rt.stats(who)
+
+
+async def get_health(rt: Runtime, who: Principal, a: Args) -> Args:
+    return await rt.health_detail()
+
+
+async def get_schema(rt: Runtime, who: Principal, a: Args) -> Args:
+    return await rt.graph.schema(who)
+
+
+_HANDLERS: dict[str, Handler] = {
+    "knowmind_recall_memories": recall_memories,
+    "knowmind_recall_at_time": recall_at_time,
+    "knowmind_store_memory": store_memory,
+    "knowmind_upload_document": upload_document,
+    "knowmind_update_fact": update_fact,
+    "knowmind_upsert_entity": upsert_entity,
+    "knowmind_link_entities": link_entities,
+    "knowmind_unlink_entities": unlink_entities,
+    "knowmind_list_relations": list_relations,
+    "knowmind_list_recent": list_recent,
+    "knowmind_get_stats": get_stats,
+    "knowmind_get_health": get_health,
+    "knowmind_get_schema": get_schema,
+}
+
+#: Every callable name, current and deprecated, to its tool.
+TOOLS: dict[str, Tool] = {
+    name: Tool(spec, _HANDLERS[spec.name]) for spec in SPECS for name in (spec.name, *spec.aliases)
+}
+
+
+def listed_tools() -> list[dict[str, Any]]:
+    """The ``tools/list`` result: current names first, then the deprecated aliases."""
+    current = [spec.describe() for spec in SPECS]
+    aliases = [spec.describe(alias) for spec in SPECS for alias in spec.aliases]
+    return current + aliases

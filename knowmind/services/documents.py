@@ -1,0 +1,197 @@
+"""Documents: Markdown-aware chunking, upsert by title (or by id), client-side embeddings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.db.engine import Database
+from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
+from knowmind.graph.names import normalise_name
+from knowmind.graph.postgres import remove_node_edges
+from knowmind.ingest.extract import EXTRACT_JOB
+from knowmind.ingest.markdown import chunk_markdown
+from knowmind.ingest.pipeline import passage_text
+from knowmind.models.executor import EmbeddingExecutor
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.memories import content_sha256
+from knowmind.settings import Settings
+from knowmind.store import documents as document_store
+from knowmind.store import jobs as job_store
+from knowmind.store import memories as memory_store
+
+__all__ = ["ClientChunk", "DocumentDraft", "DocumentResult", "DocumentService"]
+
+DOCUMENT_MEMORY_TYPE = "reference"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientChunk:
+    content: str
+    embedding: list[float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentDraft:
+    content: str
+    title: str | None = None
+    source: str | None = None
+    relations: tuple[InlineRelation, ...] = ()
+    replace_document_id: UUID | None = None
+    chunks: tuple[ClientChunk, ...] = ()
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentResult:
+    id: UUID
+    memory_id: UUID | None
+    chunks: int
+    status: str  # "created" | "replaced" | "unchanged"
+    job_id: UUID | None = None
+    embedded_by: str = "server"  # or "client": the client's chunk embeddings were used
+
+
+class DocumentService:
+    def __init__(
+        self,
+        db: Database,
+        embedder: EmbeddingExecutor,
+        settings: Settings,
+        graph: GraphService,
+        on_job_enqueued=lambda: None,
+    ) -> None:
+        self.db, self.embedder, self.settings, self.graph = db, embedder, settings, graph
+        self.on_job_enqueued = on_job_enqueued
+
+    async def upload(self, who: Principal, draft: DocumentDraft) -> DocumentResult:
+        """Store a document; a document with the same title (or ``replace_document_id``) is
+        replaced atomically and keeps its id."""
+        tenant = tenant_of(who)
+        if not draft.content.strip():
+            raise InvalidInputError("content", "must not be empty")
+        title = (draft.title or _title_from(draft.content)).strip()
+        norm_title = normalise_name(title) or title.lower()
+        sha = content_sha256(draft.content)
+        contents, embeddings, embedded_by = await self._chunks(draft, title)
+        async with self.db.tenant_tx(tenant) as conn:
+            existing = await self._existing(conn, tenant, draft, norm_title)
+            if existing and existing.content_sha256 == sha and existing.title == title:
+                ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
+                return DocumentResult(existing.id, ids[0] if ids else None, 0, "unchanged")
+            document_id = await self._claim(conn, tenant, existing, title, norm_title, draft, sha)
+            memory_id = await memory_store.insert_memory(
+                conn,
+                tenant,
+                memory_store.NewMemory(
+                    title=title,
+                    content=draft.content,
+                    memory_type=DOCUMENT_MEMORY_TYPE,
+                    tags=[],
+                    source=draft.source,
+                    domain=None,
+                    metadata={},
+                    sha256=sha,
+                    document_id=document_id,
+                ),
+            )
+            assert memory_id is not None  # document memories are not deduplicated by sha
+            count = await memory_store.insert_chunks(
+                conn,
+                tenant,
+                memory_id,
+                language=who.language,
+                context=title,
+                contents=contents,
+                embeddings=embeddings,
+            )
+            if draft.relations:
+                await self.graph.attach_inline_relations(
+                    conn, tenant, memory_id, list(draft.relations)
+                )
+            job_id = await job_store.enqueue_job(
+                conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)}
+            )
+        self.on_job_enqueued()
+        status = "replaced" if existing else "created"
+        return DocumentResult(document_id, memory_id, count, status, job_id, embedded_by)
+
+    async def _existing(
+        self, conn: AsyncConnection, tenant: UUID, draft: DocumentDraft, norm_title: str
+    ) -> document_store.DocumentRow | None:
+        if draft.replace_document_id is not None:
+            found = await document_store.find_document(
+                conn, tenant, document_id=draft.replace_document_id, lock=True
+            )
+            if found is None:
+                raise NotFoundError(f"replace_document_id: no document {draft.replace_document_id}")
+            return found
+        return await document_store.find_document(conn, tenant, norm_title=norm_title, lock=True)
+
+    async def _claim(
+        self,
+        conn: AsyncConnection,
+        tenant: UUID,
+        existing: document_store.DocumentRow | None,
+        title: str,
+        norm_title: str,
+        draft: DocumentDraft,
+        sha: bytes,
+    ) -> UUID:
+        """The document id to write under: a new row, or the old one emptied of its content."""
+        if existing is None:
+            document_id = await document_store.insert_document(
+                conn,
+                tenant,
+                title=title,
+                norm_title=norm_title,
+                source=draft.source,
+                sha256=sha,
+            )
+            if document_id is None:
+                raise ConflictError(f"a document titled {title!r} is being uploaded right now")
+            return document_id
+        ontology = await self.graph.ontology(conn, tenant)
+        for memory_id in await memory_store.memory_ids_of_document(conn, tenant, existing.id):
+            await remove_node_edges(conn, tenant, ontology, memory_id)
+            await memory_store.delete_memory(conn, tenant, memory_id)  # chunks, mentions too
+        await document_store.update_document(
+            conn,
+            tenant,
+            existing.id,
+            title=title,
+            norm_title=norm_title,
+            source=draft.source,
+            sha256=sha,
+        )
+        return existing.id
+
+    async def _chunks(self, draft: DocumentDraft, title: str) -> tuple[list[str], np.ndarray, str]:
+        """Client chunks with their embeddings when they were made with our model and
+        dimension; otherwise the server chunks the Markdown and embeds."""
+        usable = (
+            draft.chunks
+            and draft.embedding_model == self.embedder.model_id
+            and all(len(c.embedding) == self.embedder.dim for c in draft.chunks)
+        )
+        if usable:
+            vectors = np.asarray([c.embedding for c in draft.chunks], dtype=np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            return [c.content for c in draft.chunks], vectors / np.maximum(norms, 1e-12), "client"
+        contents = chunk_markdown(
+            draft.content, self.settings.chunk_target_chars, self.settings.chunk_overlap_chars
+        ) or [draft.content.strip()]
+        embeddings = await self.embedder.embed_passages([passage_text(title, c) for c in contents])
+        return contents, embeddings, "server"
+
+
+def _title_from(content: str) -> str:
+    for line in content.splitlines():
+        stripped = line.strip().lstrip("#").strip()
+        if stripped:
+            return stripped[:200]
+    return "Untitled"

@@ -1,0 +1,98 @@
+"""Provable erasure (GDPR): every trace of a memory, a document or a tenant, with a receipt.
+
+Supersede keeps history; erasure is the explicit exception. The receipt counts what was removed
+per store; with a graph mirror configured, the deletions are queued in the outbox in the same
+transaction and the mirror worker removes the nodes and relationships from Neo4j.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.db.engine import Database
+from knowmind.errors import NotFoundError
+from knowmind.graph.postgres import refresh_derived
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.graph import GraphService
+from knowmind.store import erasure as erasure_store
+from knowmind.store import memories as memory_store
+from knowmind.store.documents import find_document
+
+__all__ = ["ErasureService"]
+
+
+class ErasureService:
+    def __init__(self, db: Database, graph: GraphService, mirror_enabled: bool) -> None:
+        self.db = db
+        self.graph = graph
+        self.mirror_enabled = mirror_enabled
+
+    async def erase_memory(self, who: Principal, memory_id: UUID) -> dict[str, dict[str, int]]:
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            if await memory_store.get_memory(conn, tenant, memory_id) is None:
+                raise NotFoundError(f"memory {memory_id} not found")
+            return await self._erase(conn, tenant, [memory_id], documents=0)
+
+    async def erase_document(self, who: Principal, document_id: UUID) -> dict[str, dict[str, int]]:
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            if await find_document(conn, tenant, document_id=document_id, lock=True) is None:
+                raise NotFoundError(f"document {document_id} not found")
+            memory_ids = await memory_store.memory_ids_of_document(conn, tenant, document_id)
+            await conn.execute(
+                text("DELETE FROM documents WHERE tenant_id = :t AND id = :d"),
+                {"t": tenant, "d": document_id},
+            )
+            return await self._erase(conn, tenant, memory_ids, documents=1)
+
+    async def _erase(
+        self, conn: AsyncConnection, tenant: UUID, memory_ids: list[UUID], documents: int
+    ) -> dict[str, dict[str, int]]:
+        outbox_before = await _outbox_rows(conn, tenant)
+        counts, touched, predicates = await erasure_store.erase_memories(conn, tenant, memory_ids)
+        entities, entity_edges = await erasure_store.erase_orphan_entities(conn, tenant, touched)
+        await refresh_derived(conn, tenant, await self.graph.ontology(conn, tenant), predicates)
+        counts |= {"entities": entities, "documents": documents}
+        counts["edges"] += entity_edges
+        counts["vectors"] = counts["tsvectors"] = counts["chunks"]
+        return {"erased": counts, "graph_mirror": await self._mirror(conn, tenant, outbox_before)}
+
+    async def _mirror(self, conn: AsyncConnection, tenant: UUID, before: int) -> dict[str, int]:
+        if not self.mirror_enabled:
+            return {}
+        return {"deletions_queued": await _outbox_rows(conn, tenant) - before}
+
+    async def erase_tenant(self, tenant_id: UUID) -> dict[str, dict[str, int]]:
+        """Server admin: the tenant and everything it owns (tokens included)."""
+        async with self.db.owner_tx() as conn:
+            exists = await conn.scalar(
+                text("SELECT count(*) FROM tenants WHERE id = :t"), {"t": tenant_id}
+            )
+            if not exists:
+                raise NotFoundError(f"tenant {tenant_id} not found")
+            before = await erasure_store.tenant_row_counts(conn, tenant_id)
+            await conn.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tenant_id})
+            if not self.mirror_enabled:  # nothing will ever drain these
+                await conn.execute(
+                    text("DELETE FROM graph_outbox WHERE tenant_id = :t"), {"t": tenant_id}
+                )
+            after = await erasure_store.tenant_row_counts(conn, tenant_id)
+        erased = {t: before[t] - after[t] for t in before if t != "graph_outbox"}
+        erased["tenants"] = 1
+        if not self.mirror_enabled:
+            erased["graph_outbox"] = before["graph_outbox"]
+            return {"erased": erased, "graph_mirror": {}}
+        queued = after["graph_outbox"] - before["graph_outbox"]
+        return {"erased": erased, "graph_mirror": {"deletions_queued": queued}}
+
+
+async def _outbox_rows(conn: AsyncConnection, tenant: UUID) -> int:
+    return int(
+        await conn.scalar(
+            text("SELECT count(*) FROM graph_outbox WHERE tenant_id = :t"), {"t": tenant}
+        )
+    )

@@ -1,0 +1,134 @@
+"""Erasure: remove every trace of memories (or a whole tenant) and count what went."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = ["TENANT_TABLES", "erase_memories", "erase_orphan_entities", "tenant_row_counts"]
+
+# Every table that holds tenant data, in an order that respects foreign keys on delete.
+TENANT_TABLES = (
+    "jobs",
+    "mentions",
+    "edges",
+    "chunks",
+    "memories",
+    "documents",
+    "entity_names",
+    "entities",
+    "ontology_predicates",
+    "ontology_classes",
+    "api_tokens",
+    "graph_outbox",
+)
+
+
+async def _count_deleted(conn: AsyncConnection, sql: str, params: dict) -> int:
+    return len((await conn.execute(text(sql + " RETURNING 1"), params)).all())
+
+
+async def erase_memories(
+    conn: AsyncConnection, tenant_id: UUID, memory_ids: list[UUID]
+) -> tuple[dict[str, int], set[UUID], set[str]]:
+    """Delete the memories with their chunks (text, vectors, tsvectors), mentions, edges
+    (including edges their inline relations drew) and pending jobs. Returns the counts, the
+    entities they referenced (candidates for removal) and the edge predicates removed."""
+    params = {"t": tenant_id, "ids": memory_ids, "sids": [str(m) for m in memory_ids]}
+    # Lock first: an extraction running concurrently must not add mentions (or entities)
+    # after we looked; its inserts wait for this transaction and then fail on the gone rows.
+    await conn.execute(
+        text("SELECT id FROM memories WHERE tenant_id = :t AND id = ANY(:ids) FOR UPDATE"),
+        params,
+    )
+    touched = set(
+        (
+            await conn.execute(
+                text(
+                    "SELECT entity_id FROM mentions WHERE tenant_id = :t AND memory_id = ANY(:ids) "
+                    "UNION SELECT to_id FROM edges WHERE tenant_id = :t AND to_kind = 'entity' "
+                    "AND (from_id = ANY(:ids) OR properties->>'source_memory_id' = ANY(:sids)) "
+                    "UNION SELECT from_id FROM edges WHERE tenant_id = :t "
+                    "AND from_kind = 'entity' AND (to_id = ANY(:ids) "
+                    "OR properties->>'source_memory_id' = ANY(:sids))"
+                ),
+                params,
+            )
+        ).scalars()
+    )
+    removed = list(
+        (
+            await conn.execute(
+                text(
+                    "DELETE FROM edges WHERE tenant_id = :t AND (from_id = ANY(:ids) "
+                    "OR to_id = ANY(:ids) OR properties->>'source_memory_id' = ANY(:sids)) "
+                    "RETURNING predicate"
+                ),
+                params,
+            )
+        ).scalars()
+    )
+    predicates = set(removed)
+    counts = {"edges": len(removed)}
+    counts["jobs"] = await _count_deleted(
+        conn,
+        "DELETE FROM jobs WHERE tenant_id = :t AND payload->>'memory_id' = ANY(:sids)",
+        params,
+    )
+    counts["mentions"] = await _count_deleted(
+        conn, "DELETE FROM mentions WHERE tenant_id = :t AND memory_id = ANY(:ids)", params
+    )
+    counts["chunks"] = await _count_deleted(
+        conn, "DELETE FROM chunks WHERE tenant_id = :t AND memory_id = ANY(:ids)", params
+    )
+    counts["memories"] = await _count_deleted(
+        conn, "DELETE FROM memories WHERE tenant_id = :t AND id = ANY(:ids)", params
+    )
+    return counts, touched, predicates
+
+
+async def erase_orphan_entities(
+    conn: AsyncConnection, tenant_id: UUID, candidates: set[UUID]
+) -> tuple[int, int]:
+    """Remove entities that only erased data referred to: made from memory text (not through
+    the entities API) and now without mentions or hand-made edges. Returns (entities, edges)."""
+    if not candidates:
+        return 0, 0
+    params = {"t": tenant_id, "ids": list(candidates)}
+    orphans = list(
+        (
+            await conn.execute(
+                text(
+                    "SELECT e.id FROM entities e WHERE e.tenant_id = :t AND e.id = ANY(:ids) "
+                    "AND e.origin <> 'api' AND NOT EXISTS (SELECT 1 FROM mentions m "
+                    "WHERE m.tenant_id = :t AND m.entity_id = e.id) AND NOT EXISTS "
+                    "(SELECT 1 FROM edges g WHERE g.tenant_id = :t AND NOT g.derived "
+                    "AND (g.from_id = e.id OR g.to_id = e.id))"
+                ),
+                params,
+            )
+        ).scalars()
+    )
+    params["ids"] = orphans
+    edges = await _count_deleted(
+        conn,
+        "DELETE FROM edges WHERE tenant_id = :t AND (from_id = ANY(:ids) OR to_id = ANY(:ids))",
+        params,
+    )
+    entities = await _count_deleted(
+        conn, "DELETE FROM entities WHERE tenant_id = :t AND id = ANY(:ids)", params
+    )
+    return entities, edges
+
+
+async def tenant_row_counts(conn: AsyncConnection, tenant_id: UUID) -> dict[str, int]:
+    counts = {}
+    for table in TENANT_TABLES:
+        counts[table] = int(
+            await conn.scalar(
+                text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": tenant_id}
+            )
+        )
+    return counts
