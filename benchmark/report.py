@@ -1,0 +1,171 @@
+"""report.md and PNG plots from results.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_report"]
+
+METRICS = ("ndcg@10", "recall@1", "recall@5", "recall@10", "mrr@10")
+# Measured before the benchmark existed, same offline model (from the benchmark issue).
+REFERENCE = {
+    "xquad-de": {"txtai-bb25": 0.971, "lancedb-hybrid": 0.968, "vector": 0.956, "hybrid": 0.961},
+    "xquad-en-de": {"txtai-bb25": 0.846, "lancedb-hybrid": 0.844, "vector": 0.919, "hybrid": 0.668},
+    "dbpedia": {"vector": 0.524, "lancedb-hybrid": 0.480},
+}
+REFERENCE_MUSIQUE_R5 = {"vector": 0.617, "txtai-bb25": 0.619}
+
+
+def _table(dataset: dict[str, Any]) -> list[str]:
+    lines = [
+        "| system | " + " | ".join(METRICS) + " | p50 ms | p95 ms | notes |",
+        "|---|" + "---|" * (len(METRICS) + 3),
+    ]
+    ranked = sorted(dataset["systems"].items(), key=lambda kv: -kv[1]["metrics"].get("ndcg@10", -1))
+    for name, result in ranked:
+        metrics = result["metrics"]
+        latency = result["latency_ms"].get("total") or result["latency_ms"].get("search") or {}
+        cells = [f"{metrics[m]:.3f}" if m in metrics else "–" for m in METRICS]
+        notes = "; ".join(result["notes"])[:120]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {latency.get('p50', '–')} | {latency.get('p95', '–')} | {notes} |"
+        )
+    return lines
+
+
+def _reference(dataset: dict[str, Any]) -> list[str]:
+    name = dataset["dataset"]
+    if name == "musique":
+        refs, metric = REFERENCE_MUSIQUE_R5, "recall@5"
+    elif name in REFERENCE:
+        refs, metric = REFERENCE[name], "ndcg@10"
+    else:
+        return []
+    rows = [
+        f"Reference ({metric}, measured earlier on the full set): "
+        + ", ".join(f"{system} {value:.3f}" for system, value in refs.items())
+    ]
+    return ["", *rows]
+
+
+def _plots(results: dict[str, Any], out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ["(plots skipped: matplotlib is not installed — it comes with the `bench` extra)"]
+    names = []
+    datasets = results["datasets"]
+    systems = sorted({s for d in datasets for s, r in d["systems"].items() if r["metrics"]})
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(datasets)), 5))
+    width = 0.8 / max(len(systems), 1)
+    for i, system in enumerate(systems):
+        values = [
+            d["systems"].get(system, {}).get("metrics", {}).get("ndcg@10", 0) for d in datasets
+        ]
+        ax.bar([x + i * width for x in range(len(datasets))], values, width, label=system)
+    ax.set_xticks(
+        [x + 0.4 - width / 2 for x in range(len(datasets))], [d["dataset"] for d in datasets]
+    )
+    ax.set_ylabel("nDCG@10")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Quality per system and dataset")
+    fig.tight_layout()
+    fig.savefig(out / "quality.png", dpi=110)
+    names.append("![quality](quality.png)")
+    scale = results.get("scale")
+    if scale:
+        stages = scale["latency"]["c1_with_embedding"]["stages_ms"]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        labels = list(stages)
+        ax.bar(labels, [stages[s].get("p50", 0) for s in labels], label="p50")
+        ax.bar(
+            labels,
+            [stages[s].get("p95", 0) - stages[s].get("p50", 0) for s in labels],
+            bottom=[stages[s].get("p50", 0) for s in labels],
+            label="p95 − p50",
+            alpha=0.6,
+        )
+        ax.set_ylabel("ms")
+        ax.set_title(f"Recall latency per stage ({scale['large_tenant_chunks']} chunks, c=1)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=110)
+        names.append("![latency](latency.png)")
+    plt.close("all")
+    return names
+
+
+def write_report(results: dict[str, Any], out: Path) -> None:
+    env = results["environment"]
+    caps = results["capabilities"]
+    lines = [
+        "# knowmind benchmark",
+        "",
+        f"Command: `{results['command']}` — {results['runtime_s']} s "
+        f"({'quick subset' if results['quick'] else 'full datasets'}).",
+        f"Environment: {env['cpu']} ({env['cores']} cores), Python {env['python']}, "
+        f"knowmind {env['knowmind']} at {env['git_commit']}.",
+        f"Embedder: {caps['embedder']['model']} ({caps['embedder']['dim']}-d). "
+        f"Reranker: {'active' if caps['reranker']['active'] else 'none — '}"
+        f"{'' if caps['reranker']['active'] else caps['reranker']['reason']}.",
+        "All systems use the same embeddings (cached by text hash). knowmind systems and the "
+        "baselines run through the real recall pipeline with a subset of its stages; `filename` "
+        "ranks by trigram similarity of titles; peers index the same texts and vectors.",
+        "",
+    ]
+    for dataset in results["datasets"]:
+        ingest = dataset["ingest"]
+        lines += [
+            f"## {dataset['dataset']} ({dataset['documents']} documents, "
+            f"{dataset['queries']} queries, full text `{dataset['language']}`)",
+            "",
+            f"Ingest: {ingest['docs_per_s']} documents/s through the memory service; "
+            f"extraction finished after {ingest['extraction_done_s']} s.",
+            "",
+            *_table(dataset),
+            *_reference(dataset),
+            "",
+        ]
+    scale = results.get("scale")
+    if scale:
+        lines += [
+            "## Scale",
+            "",
+            f"{scale['large_tenant_chunks']} chunks in one tenant plus "
+            f"{scale['small_tenants']} tenants of {scale['small_tenant_chunks']}; "
+            f"vectors: {scale['vectors']}.",
+            "",
+            "| run | req/s | end-to-end p50 | p95 | embed p50 | bm25 p50 | vector p50 | "
+            "graph p50 | identity p50 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for run, data in scale["latency"].items():
+            stages = data["stages_ms"]
+            cell = [
+                str(stages.get(s, {}).get("p50", "–"))
+                for s in ("embed", "bm25", "vector", "graph", "identity")
+            ]
+            lines.append(
+                f"| {run} | {data['throughput_rps']} | {data['end_to_end_ms']['p50']} | "
+                f"{data['end_to_end_ms']['p95']} | " + " | ".join(cell) + " |"
+            )
+        ingest = scale["ingest"]
+        lines += [
+            "",
+            f"Ingest overhead: the embedder alone embeds "
+            f"{ingest['embedder_passages_per_s']} passages/s; remember through the service "
+            f"stores {ingest['ingest_memories_per_s']} memories/s on the same kind of text "
+            f"(ratio {ingest['ingest_to_embedder_ratio']}).",
+            f"Storage: {scale['storage']['mb_per_1k_chunks']} MB per 1k chunks "
+            "(chunks + memories, with indexes).",
+            "",
+        ]
+    lines += _plots(results, out)
+    (out / "report.md").write_text("\n".join(lines) + "\n")
