@@ -16,6 +16,7 @@ from knowmind.store.entities import get_entity, lookup_names, search_entities
 __all__ = ["MatchedEntity", "match_entities", "match_phrase"]
 
 FUZZY_MIN_SCORE = 0.5
+SINGLE_WORD_MIN_SCORE = 0.8
 _CAPITALISED_RUN = re.compile(r"\b[A-ZÄÖÜ][\w.&-]*(?:\s+[A-ZÄÖÜ0-9][\w.&-]*)*")
 # Capitalised words that start German questions but name nothing.
 _QUESTION_WORDS = {
@@ -50,7 +51,11 @@ class MatchedEntity:
 
 
 async def match_phrase(
-    conn: AsyncConnection, tenant_id: UUID, phrase: str, limit: int = 3
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    phrase: str,
+    limit: int = 3,
+    min_score: float = FUZZY_MIN_SCORE,
 ) -> list[MatchedEntity]:
     """Entities for one phrase: exact name/alias (also without a genitive -s), else fuzzy."""
     norm = normalise_name(phrase)
@@ -68,7 +73,7 @@ async def match_phrase(
             MatchedEntity(row.id, row.name, row.entity_class, float(row.score or 0), norm)
             for variant in variants
             for row in await search_entities(conn, tenant_id, variant, limit)
-            if (row.score or 0) >= FUZZY_MIN_SCORE
+            if (row.score or 0) >= min_score
         ]
     return await _named(conn, tenant_id, _best_per_entity(found)[:limit])
 
@@ -92,7 +97,16 @@ async def match_entities(
             words = words[1:]
         phrase = normalise_name(" ".join(words))
         if len(phrase) >= 3 and phrase not in covered:
-            found += await match_phrase(conn, tenant_id, phrase, limit=2)
+            # German capitalises every noun: a lone capitalised word is rarely a name, so it
+            # only counts when it is nearly exact (a typo), phrases of several words at 0.5
+            single = " " not in phrase
+            found += await match_phrase(
+                conn,
+                tenant_id,
+                phrase,
+                limit=2,
+                min_score=SINGLE_WORD_MIN_SCORE if single else FUZZY_MIN_SCORE,
+            )
     return await _named(conn, tenant_id, _best_per_entity(found))
 
 

@@ -39,8 +39,9 @@ _PERSON = re.compile(
 )
 _URL = re.compile(r"\bhttps?://([a-z0-9.\-]+\.[a-z]{2,})(?:[:/][^\s]*)?", re.IGNORECASE)
 _DOMAIN = re.compile(r"\b((?:[a-z0-9\-]+\.)+(?:de|com|org|net|io|eu|ch|at|cloud|app|dev))\b")
-# A whole host name ending in a number (web-01, srv-hh-07, db2), never a piece of a longer one.
-_HOST = re.compile(r"(?<![\w.\-])([a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*-?\d{1,4})(?![\w\-])")
+# A whole host name ending in a number (web-01, srv-hh-07, db2), never a piece of a longer
+# one; at least two letters first, so "N2" or "a1" are not hosts.
+_HOST = re.compile(r"(?<![\w.\-])([a-z]{2}[a-z0-9]*(?:-[a-z][a-z0-9]*)*-?\d{1,4})(?![\w\-])")
 
 # Capitalised words that start a sentence or follow a preposition are not part of the name.
 _LEADING_ARTICLE = re.compile(

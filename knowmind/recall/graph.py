@@ -22,6 +22,7 @@ SEED_HITS = 5  # top hits per text stage whose entities seed the walk
 # Share of the reset mass for entities the question names (the rest goes to the entities of
 # the first hits): what the user asked about outweighs what the text stages happened to find.
 QUESTION_SHARE = 0.8
+HIT_SEED_WEIGHT = 1.0
 
 
 class GraphStage:
@@ -33,16 +34,18 @@ class GraphStage:
         self.max_iterations = max_iterations
 
     async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
-        seeds = await self._seeds(query, ctx)
+        seeds, hits = await self._seeds(query, ctx)
         if not seeds:
             ctx.explain["seeds"] = []
             return []
         result = await self.reader.personalized_pagerank(
             query.tenant_id, seeds, query.hops, self.damping, self.max_iterations
         )
+        # memories are the linked memory nodes, and the hits that seeded the walk (a hit with no
+        # links keeps its reset mass: it must not lose its place to a linked stranger)
+        memories = result.memories | hits
         ranked = sorted(
-            (node for node in result.scores if node in result.memories),
-            key=lambda node: -result.scores[node],
+            (node for node in result.scores if node in memories), key=lambda n: -result.scores[n]
         )[: query.candidates]
         async with ctx.db.tenant_tx(query.tenant_id) as conn:
             chunks = await first_chunks(conn, query.tenant_id, ranked, query.filters)
@@ -56,7 +59,10 @@ class GraphStage:
             ctx.explain["ppr_method"] = f"{self.reader.name}/{result.method}"
         return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
 
-    async def _seeds(self, query: RecallQuery, ctx: StageContext) -> dict[UUID, float]:
+    async def _seeds(
+        self, query: RecallQuery, ctx: StageContext
+    ) -> tuple[dict[UUID, float], set[UUID]]:
+        """(reset weights per node, the hit memories among them)."""
         named: dict[UUID, float] = defaultdict(float)
         for entity in await ctx.query_entities():
             named[entity.id] += entity.score
@@ -74,11 +80,16 @@ class GraphStage:
                 pairs = await mentioned_entities(conn, query.tenant_id, list(hit_rank))
             for memory_id, entity_id in pairs:
                 found[entity_id] += 1.0 / hit_rank[memory_id]
+            # the hits themselves seed the walk too (HippoRAG 2 seeds passages as well): the
+            # graph then ranks what the text stages found, expanded by their neighbourhood
+            for memory_id, rank in hit_rank.items():
+                found[memory_id] += HIT_SEED_WEIGHT / rank
+        hits = set(hit_rank)
         if not named or not found:
-            return dict(named or found)
+            return dict(named or found), hits
         seeds: dict[UUID, float] = defaultdict(float)
         for share, weights in ((QUESTION_SHARE, named), (1 - QUESTION_SHARE, found)):
             total = sum(weights.values())
             for entity_id, weight in weights.items():
                 seeds[entity_id] += share * weight / total
-        return dict(seeds)
+        return dict(seeds), hits
