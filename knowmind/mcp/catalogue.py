@@ -76,6 +76,9 @@ _RELATION = _object(
         "object_description": {"type": "string", "maxLength": 4000},
         "confidence": _confidence("0..1"),
         "subject": _str("optional subject entity name (default: the new memory itself)", 300),
+        "subject_class": _str(
+            "entity class of the subject (needed when ambiguous)", 60, pattern=_CLASS
+        ),
     },
     ("predicate", "object"),
     extra_keys=True,

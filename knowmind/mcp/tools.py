@@ -39,6 +39,7 @@ def _relations(items: list[Args] | None) -> tuple[InlineRelation, ...]:
             object_description=r.get("object_description"),
             confidence=r["confidence"],
             subject=r.get("subject"),
+            subject_class=r.get("subject_class"),
         )
         for r in items or ()
     )
