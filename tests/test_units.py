@@ -132,3 +132,15 @@ def test_readme_documents_every_setting():
     for line in settings_table().splitlines()[2:]:
         variable = line.split("`")[1]
         assert variable in readme, variable
+
+
+def test_stage_weights_setting():
+    settings = Settings.from_env({"KNOWMIND_STAGE_WEIGHTS": "vector=1.125, bm25=1,graph=0.9"})
+    assert settings.weights == {"vector": 1.125, "bm25": 1.0, "graph": 0.9}
+    assert Settings.from_env({}).weights == {}
+    with pytest.raises(SettingsError, match="KNOWMIND_STAGE_WEIGHTS"):
+        Settings.from_env({"KNOWMIND_STAGE_WEIGHTS": "vector=heavy"})
+    with pytest.raises(SettingsError, match="KNOWMIND_GRAPH_BACKEND"):
+        Settings.from_env({"KNOWMIND_GRAPH_BACKEND": "neo4j"})  # without KNOWMIND_NEO4J_URL
+    with pytest.raises(SettingsError, match="LLM extraction"):
+        Settings.from_env({"KNOWMIND_EXTRACTORS": "gazetteer,llm"})
