@@ -9,7 +9,7 @@ import structlog
 from sqlalchemy import text
 
 from knowmind.db.engine import Database
-from knowmind.db.migrate import check_embedding_model, current_revision, head_revision
+from knowmind.db.migrate import check_embedding_model, head_revision, revision_of
 from knowmind.graph.base import GraphReader
 from knowmind.graph.postgres_reader import PostgresGraphReader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
@@ -82,6 +82,7 @@ class Runtime:
     jobs: JobWorker
     documents: DocumentService
     erasure: ErasureService
+    graph_reader: GraphReader
     mirror: MirrorDrainer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -102,6 +103,7 @@ class Runtime:
             graph_mirror=bool(settings.neo4j_url),
         )
         executor = EmbeddingExecutor(embedder)
+        reader = graph_reader(db, settings)
         rerank = RerankStep(
             settings.reranker, settings.rerank_candidates, settings.rerank_timeout_seconds
         )
@@ -111,7 +113,7 @@ class Runtime:
             [
                 FullTextStage(),
                 VectorStage(),
-                GraphStage(graph_reader(db, settings)),
+                GraphStage(reader),
                 IdentityStage(),
             ],
             rrf_k=settings.rrf_k,
@@ -136,6 +138,7 @@ class Runtime:
             jobs=jobs,
             documents=DocumentService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.neo4j_url)),
+            graph_reader=reader,
             mirror=mirror_drainer(db, settings),
         )
 
@@ -169,9 +172,9 @@ class Runtime:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.mirror is not None:
             await self.mirror.close()
-        reader_close = getattr(self.recall.pipeline.stages["graph"], "reader", None)
-        if reader_close is not None and hasattr(reader_close, "close"):
-            await reader_close.close()
+        close_reader = getattr(self.graph_reader, "close", None)
+        if close_reader is not None:
+            await close_reader()
         await self.embedder.close()
         await self.db.dispose()
 
@@ -237,7 +240,8 @@ class Runtime:
         except Exception as exc:
             checks["database"] = f"unreachable: {type(exc).__name__}"
         try:
-            revision = await current_revision(self.settings.database_url or "")
+            async with self.db.owner.connect() as conn:
+                revision = await revision_of(conn)
             head = head_revision()
             checks["schema"] = "ok" if revision == head else f"at {revision}, head is {head}"
         except Exception as exc:

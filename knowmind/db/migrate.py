@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -10,6 +11,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import make_engine, normalise_url
 
@@ -19,6 +21,7 @@ __all__ = [
     "current_revision",
     "head_revision",
     "read_embedding_meta",
+    "revision_of",
     "upgrade",
 ]
 
@@ -44,6 +47,7 @@ def alembic_config(url: str, embedding_model: str, embedding_dim: int) -> Config
     return cfg
 
 
+@cache
 def head_revision() -> str:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
@@ -52,13 +56,15 @@ def head_revision() -> str:
     return head
 
 
+async def revision_of(conn: AsyncConnection) -> str | None:
+    return await conn.run_sync(lambda sync: MigrationContext.configure(sync).get_current_revision())
+
+
 async def current_revision(url: str) -> str | None:
     engine = make_engine(url, 1)
     try:
         async with engine.connect() as conn:
-            return await conn.run_sync(
-                lambda sync: MigrationContext.configure(sync).get_current_revision()
-            )
+            return await revision_of(conn)
     finally:
         await engine.dispose()
 

@@ -63,6 +63,7 @@ class Extraction:
                 chunks = [*chunks, (None, title)]
             mentions: list[tuple[Any, ...]] = []
             counts = {"gazetteer": 0, "ner": 0, "entities_created": 0}
+            recognisers = build_recognisers(self.extractors, language or "")
             for chunk_id, content in chunks:
                 if "gazetteer" in self.extractors:
                     for hit in await find_known_entities(conn, tenant_id, content):
@@ -78,7 +79,7 @@ class Extraction:
                             )
                         )
                         counts["gazetteer"] += 1
-                for recogniser in build_recognisers(self.extractors, language or ""):
+                for recogniser in recognisers:
                     for span in recogniser.find(content):
                         entity_id, created = await _candidate(conn, tenant_id, span)
                         counts["entities_created"] += created

@@ -25,7 +25,7 @@ async def describe(runtime: Runtime) -> dict[str, Any]:
         },
         "reranker": _reranker(runtime),
         "graph": {
-            "backend": pipeline.stages["graph"].reader.name,  # type: ignore[attr-defined]
+            "backend": runtime.graph_reader.name,
             "gds": await _gds(runtime),
             "mirror": await runtime.mirror_report(),
         },
@@ -67,6 +67,5 @@ def _spacy() -> dict[str, Any]:
 
 
 async def _gds(runtime: Runtime) -> bool | None:
-    reader = runtime.recall.pipeline.stages["graph"].reader  # type: ignore[attr-defined]
-    has_gds = getattr(reader, "has_gds", None)
+    has_gds = getattr(runtime.graph_reader, "has_gds", None)
     return await has_gds() if has_gds else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -41,6 +41,13 @@ class MemoryFilters:
     document_id: UUID | None = None
     as_of: datetime | None = None
     known_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        # One rule for every caller (REST, MCP): a time without a zone is UTC.
+        for name in ("as_of", "known_at"):
+            moment = getattr(self, name)
+            if moment is not None and moment.tzinfo is None:
+                object.__setattr__(self, name, moment.replace(tzinfo=UTC))
 
     def sql(self) -> tuple[str, dict[str, Any]]:
         """AND-clauses on the memories alias ``m`` and their parameters."""

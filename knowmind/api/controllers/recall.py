@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
@@ -36,8 +34,8 @@ class RecallController(Controller):
             source=f.source,
             domain=f.domain,
             document_id=f.document_id,
-            as_of=_aware(data.as_of),
-            known_at=_aware(data.known_at),
+            as_of=data.as_of,
+            known_at=data.known_at,
         )
         options = RecallOptions(
             k=data.k, stages=data.stages, weights=data.weights, rerank=data.rerank
@@ -67,10 +65,3 @@ class RecallController(Controller):
             degraded_reasons=outcome.degraded_reasons,
             explain=outcome.explain,
         )
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    """Times without a zone are taken as UTC."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
