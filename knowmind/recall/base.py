@@ -53,6 +53,9 @@ class StageContext:
     # Another stage's candidates (empty when that stage is not part of this recall).
     results_of: Callable[[str], Awaitable[list[Candidate]]]
     explain: dict[str, Any] = field(default_factory=dict)
+    # Per-stage evidence about how well the stage fits this query (e.g. bm25: share of query
+    # terms matched; vector: top-1 margin), keyed by stage name; read by fusion to weight stages.
+    signals: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class StageUnavailableError(RuntimeError):
