@@ -1,9 +1,14 @@
-"""Vector stage: cosine nearest neighbours of the query embedding in pgvector's HNSW index."""
+"""Vector stage: cosine nearest neighbours of the query embedding, exact for a small tenant and
+through pgvector's HNSW index for a large one (``store.vector_search`` decides per query)."""
 
 from __future__ import annotations
 
 from knowmind.recall.base import Candidate, RecallQuery, StageContext
-from knowmind.store.search import vector_candidates
+from knowmind.store.vector_search import (
+    DEFAULT_EXACT_MAX_ROWS,
+    choose_vector_path,
+    vector_candidates,
+)
 
 __all__ = ["VectorStage"]
 
@@ -11,10 +16,16 @@ __all__ = ["VectorStage"]
 class VectorStage:
     name = "vector"
 
+    def __init__(self, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS) -> None:
+        self.exact_max_rows = exact_max_rows
+
     async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()
         async with ctx.db.tenant_tx(query.tenant_id) as conn:
+            path = await choose_vector_path(conn, query.tenant_id, self.exact_max_rows)
             rows = await vector_candidates(
-                conn, query.tenant_id, embedding, query.filters, query.candidates
+                conn, query.tenant_id, embedding, query.filters, query.candidates, path=path
             )
+        if query.explain:
+            ctx.explain["vector_path"] = path
         return [Candidate(chunk_id, memory_id, score) for chunk_id, memory_id, score in rows]

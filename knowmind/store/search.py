@@ -7,9 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import numpy as np
-from pgvector.sqlalchemy import Vector
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.rows import ChunkHit
@@ -21,7 +19,6 @@ __all__ = [
     "first_chunks",
     "fulltext_candidates",
     "memories_mentioning",
-    "vector_candidates",
 ]
 
 # Web-search syntax the user typed on purpose; without it every query term is optional (OR).
@@ -114,36 +111,6 @@ async def fulltext_candidates(
             "ORDER BY score DESC, c.id LIMIT :limit"
         ),
         {"tenant": tenant_id, "language": language, "query": query, "limit": limit, **params},
-    )
-    return [(r[0], r[1], float(r[2])) for r in rows]
-
-
-async def vector_candidates(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    embedding: np.ndarray,
-    filters: MemoryFilters,
-    limit: int,
-    ef_search: int = 100,
-) -> list[tuple[UUID, UUID, float]]:
-    """(chunk id, memory id, cosine similarity), nearest first, from the HNSW index.
-
-    Iterative index scans keep going until ``limit`` rows pass the tenant and filter
-    predicates; ``relaxed_order`` results are re-sorted exactly by the outer query.
-    """
-    await conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    await conn.execute(
-        text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(ef_search, limit))}
-    )
-    join, where, params = _join_memories(filters)
-    statement = text(
-        "WITH nearest AS MATERIALIZED ("
-        f" SELECT c.id, c.memory_id, c.embedding <=> :embedding AS distance FROM chunks c{join}"
-        f" WHERE c.tenant_id = :tenant{where} ORDER BY c.embedding <=> :embedding LIMIT :limit)"
-        " SELECT id, memory_id, 1 - distance FROM nearest ORDER BY distance, id"
-    ).bindparams(bindparam("embedding", type_=Vector()))
-    rows = await conn.execute(
-        statement, {"tenant": tenant_id, "embedding": embedding, "limit": limit, **params}
     )
     return [(r[0], r[1], float(r[2])) for r in rows]
 

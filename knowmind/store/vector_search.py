@@ -1,0 +1,133 @@
+"""Tenant-aware nearest-neighbour search: exact over a small tenant's rows, HNSW for a large one.
+
+One HNSW index serves every tenant. For a tenant with few rows, walking the shared graph and
+discarding other tenants' neighbours is slower than computing every distance of its own rows
+(and, bounded by ``hnsw.max_scan_tuples``, may even return fewer than ``limit``), so the search
+counts the tenant's rows up to a threshold first (an index-only probe, bounded work) and picks:
+
+- ``exact``: the tenant's rows through the ``chunks_tenant`` btree, every distance computed,
+  top ``limit`` sorted — exact, a few milliseconds for a few thousand rows;
+- ``hnsw``: the HNSW index with iterative scans, so filters keep the scan going until ``limit``
+  rows pass. With only the time predicates and the memory type (filters most rows pass) the
+  planner is told not to sort (``enable_sort`` off for this statement's transaction), so a
+  misestimate cannot turn the index walk into a scan of the tenant; with selective filters
+  (tags, source, domain, document) the planner chooses between the index and filtering first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+import numpy as np
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.store.search import MemoryFilters
+
+__all__ = [
+    "DEFAULT_EXACT_MAX_ROWS",
+    "VectorPath",
+    "choose_vector_path",
+    "explain_vector_search",
+    "vector_candidates",
+]
+
+VectorPath = Literal["exact", "hnsw"]
+# Above this many rows a tenant is searched through HNSW (exact costs ≈ 5 µs per row here).
+DEFAULT_EXACT_MAX_ROWS = 2000
+_SELECTIVE_FILTERS = ("tags", "source", "domain", "document_id")
+
+_COUNT_UP_TO = text(
+    "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE tenant_id = :tenant LIMIT :cap) AS rows"
+)
+_SELECT = (
+    " SELECT c.id, c.memory_id, c.embedding <=> :embedding AS distance FROM chunks c"
+    " JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id"
+)
+
+
+async def choose_vector_path(
+    conn: AsyncConnection, tenant_id: UUID, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS
+) -> VectorPath:
+    """``exact`` when the tenant holds at most ``exact_max_rows`` chunks (counted up to that)."""
+    if exact_max_rows <= 0:
+        return "hnsw"
+    rows = await conn.scalar(_COUNT_UP_TO, {"tenant": tenant_id, "cap": exact_max_rows + 1})
+    return "exact" if int(rows or 0) <= exact_max_rows else "hnsw"
+
+
+def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[TextClause, dict[str, Any]]:
+    where, params = filters.sql()
+    if path == "exact":
+        # OFFSET 0 fences the subquery: distances of the tenant's rows, then a top-k sort.
+        sql = (
+            "SELECT id, memory_id, 1 - distance FROM ("
+            f"{_SELECT} WHERE c.tenant_id = :tenant{where} OFFSET 0) AS tenant_rows"
+            " ORDER BY distance, id LIMIT :limit"
+        )
+    else:
+        sql = (
+            "WITH nearest AS MATERIALIZED ("
+            f"{_SELECT} WHERE c.tenant_id = :tenant{where}"
+            " ORDER BY c.embedding <=> :embedding LIMIT :limit)"
+            " SELECT id, memory_id, 1 - distance FROM nearest ORDER BY distance, id"
+        )
+    return text(sql).bindparams(bindparam("embedding", type_=Vector())), params
+
+
+async def _prepare(
+    conn: AsyncConnection, path: VectorPath, filters: MemoryFilters, ef_search: int
+) -> None:
+    if path == "exact":
+        return
+    selective = any(getattr(filters, name) for name in _SELECTIVE_FILTERS)
+    await conn.execute(
+        text(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', :ef, true), set_config('enable_sort', :sort, true)"
+        ),
+        {"ef": str(ef_search), "sort": "on" if selective else "off"},
+    )
+
+
+async def vector_candidates(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    embedding: np.ndarray,
+    filters: MemoryFilters,
+    limit: int,
+    *,
+    path: VectorPath = "hnsw",
+    ef_search: int = 100,
+) -> list[tuple[UUID, UUID, float]]:
+    """(chunk id, memory id, cosine similarity), nearest first, along ``path``.
+
+    ``relaxed_order`` HNSW results are re-sorted exactly by the outer query. Run it in a
+    transaction of its own: the HNSW path sets planner options until the transaction ends.
+    """
+    await _prepare(conn, path, filters, max(ef_search, limit))
+    statement, params = _statement(path, filters)
+    rows = await conn.execute(
+        statement, {"tenant": tenant_id, "embedding": embedding, "limit": limit, **params}
+    )
+    return [(r[0], r[1], float(r[2])) for r in rows]
+
+
+async def explain_vector_search(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    embedding: np.ndarray,
+    filters: MemoryFilters,
+    limit: int,
+    path: VectorPath,
+) -> str:
+    """The plan PostgreSQL picks for ``vector_candidates`` along ``path`` (for tests, tuning)."""
+    await _prepare(conn, path, filters, max(100, limit))
+    statement, params = _statement(path, filters)
+    explain = text("EXPLAIN " + statement.text).bindparams(bindparam("embedding", type_=Vector()))
+    rows = await conn.execute(
+        explain, {"tenant": tenant_id, "embedding": embedding, "limit": limit, **params}
+    )
+    return "\n".join(str(r[0]) for r in rows)

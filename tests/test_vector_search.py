@@ -1,0 +1,130 @@
+"""Tenant-aware vector search on a seeded table: the path is chosen from the tenant's size, the
+plans are the intended ones (EXPLAIN), and both paths return the tenant's true neighbours."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from knowmind.db.engine import Database
+from knowmind.store.search import MemoryFilters
+from knowmind.store.vector_search import (
+    choose_vector_path,
+    explain_vector_search,
+    vector_candidates,
+)
+from tests.conftest import make_tenant
+
+LARGE, SMALL, THRESHOLD = 400, 40, 100
+
+
+async def _seed(db: Database, tenant_id: str, rows: int, seed: int) -> None:
+    """``rows`` one-chunk memories with random unit vectors, half of them episodic."""
+    vectors = np.random.default_rng(seed).standard_normal((rows, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    async with db.owner_tx() as conn:
+        await conn.execute(
+            text(
+                "WITH m AS (INSERT INTO memories (tenant_id, content, content_sha256, memory_type) "
+                "SELECT CAST(:t AS uuid), 'seeded ' || i || ' ' || :tag, "
+                "sha256(('seeded ' || i || ' ' || :tag)::bytea), "
+                "CASE WHEN i % 2 = 0 THEN 'episodic' ELSE 'semantic' END "
+                "FROM generate_series(0, :n - 1) i RETURNING id, content) "
+                "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, language, embedding) "
+                "SELECT CAST(:t AS uuid), m.id, 0, m.content, 'german', v.e::vector FROM m JOIN "
+                "unnest(CAST(:vectors AS text[])) WITH ORDINALITY AS v(e, i) "
+                "ON v.i - 1 = split_part(m.content, ' ', 2)::int"
+            ),
+            {
+                "t": tenant_id,
+                "tag": tenant_id,
+                "n": rows,
+                "vectors": ["[" + ",".join(f"{x:.6f}" for x in v) + "]" for v in vectors],
+            },
+        )
+        await conn.execute(text("ANALYZE chunks"))
+        await conn.execute(text("ANALYZE memories"))
+
+
+@pytest.fixture(scope="module")
+async def tenants(client, db) -> tuple[UUID, UUID]:
+    large, small = await make_tenant(client), await make_tenant(client)
+    await _seed(db, large.id, LARGE, seed=1)
+    await _seed(db, small.id, SMALL, seed=2)
+    return UUID(large.id), UUID(small.id)
+
+
+def _query(seed: int) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+async def test_path_follows_the_tenant_size(db, tenants):
+    large, small = tenants
+    async with db.tenant_tx(large) as conn:
+        assert await choose_vector_path(conn, large, THRESHOLD) == "hnsw"
+        assert await choose_vector_path(conn, large, LARGE) == "exact"
+    async with db.tenant_tx(small) as conn:
+        assert await choose_vector_path(conn, small, THRESHOLD) == "exact"
+        assert await choose_vector_path(conn, small, 0) == "hnsw"
+
+
+TIME_AND_TYPE = MemoryFilters(
+    memory_type="episodic",
+    as_of=datetime.now(UTC) + timedelta(seconds=5),
+    known_at=datetime.now(UTC) + timedelta(seconds=5),
+)
+
+
+@pytest.mark.parametrize("filters", [MemoryFilters(), TIME_AND_TYPE], ids=["now", "type+time"])
+async def test_hnsw_path_walks_the_index_whatever_the_time_predicates(db, tenants, filters):
+    large, _ = tenants
+    async with db.tenant_tx(large) as conn:
+        plan = await explain_vector_search(conn, large, _query(3), filters, 10, "hnsw")
+    assert "Index Scan using chunks_embedding" in plan, plan
+    assert "Seq Scan" not in plan and "Sort Key: ((c.embedding" not in plan, plan
+
+
+async def test_exact_path_reads_only_the_tenants_rows(db, tenants):
+    _, small = tenants
+    async with db.tenant_tx(small) as conn:
+        plan = await explain_vector_search(conn, small, _query(4), TIME_AND_TYPE, 10, "exact")
+    assert "chunks_embedding" not in plan, plan
+    assert "Seq Scan on chunks" not in plan, plan
+    assert "chunks_tenant" in plan or "chunks_pkey" in plan, plan
+
+
+async def test_both_paths_find_the_tenants_nearest_rows(db, tenants):
+    large, small = tenants
+    for tenant in (large, small):
+        overlaps = []
+        for seed in range(10, 20):
+            query = _query(seed)
+            async with db.tenant_tx(tenant) as conn:
+                exact = await vector_candidates(
+                    conn, tenant, query, MemoryFilters(), 10, path="exact"
+                )
+            async with db.tenant_tx(tenant) as conn:
+                approximate = await vector_candidates(
+                    conn, tenant, query, MemoryFilters(), 10, path="hnsw"
+                )
+            assert len(exact) == len(approximate) == 10
+            assert [s for *_, s in exact] == sorted((s for *_, s in exact), reverse=True)
+            overlaps.append(len({c for c, *_ in exact} & {c for c, *_ in approximate}) / 10)
+        assert np.mean(overlaps) >= 0.9, overlaps
+
+
+async def test_exact_path_applies_the_filters(db, tenants):
+    _, small = tenants
+    async with db.tenant_tx(small) as conn:
+        rows = await vector_candidates(conn, small, _query(5), TIME_AND_TYPE, 50, path="exact")
+        kinds = await conn.execute(
+            text("SELECT DISTINCT memory_type FROM memories WHERE id = ANY(:ids)"),
+            {"ids": [m for _, m, _ in rows]},
+        )
+        assert [k[0] for k in kinds] == ["episodic"]
+    assert len(rows) == SMALL // 2
