@@ -133,7 +133,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     )
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     embedder = CachingEmbedder(
-        build_embedder(settings.embedder, settings.embed_threads), args.cache
+        build_embedder(settings.embedder, settings.embedder_threads), args.cache
     )
     runtime = await Runtime.start(settings, embedder)
     runtime.start_loading_reranker()
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         server = None if base.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
         url = base.database_url or server.start()  # type: ignore[union-attr]
         try:
-            embedder = build_embedder(base.embedder, base.embed_threads)
+            embedder = build_embedder(base.embedder, base.embedder_threads)
             upgrade(url, embedder.model_id, embedder.dim)
             settings = base.with_overrides(
                 database_url=url, data_dir=Path(tmp), job_poll_seconds=0.2

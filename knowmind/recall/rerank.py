@@ -34,6 +34,13 @@ class RerankStep:
     def configured(self) -> bool:
         return self.spec != "none"
 
+    async def warm_up(self) -> None:
+        """Score one pair on the reranker's thread (the first call is the slow one)."""
+        if self.loaded is None or self.loaded.reranker is None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread, self.loaded.reranker.score, "warm-up", ["warm-up"])
+
     async def apply(
         self, query: str, hits: list[ChunkHit], requested: bool | None
     ) -> tuple[list[int], list[float | None] | None, str | None]:

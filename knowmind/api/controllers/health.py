@@ -44,7 +44,7 @@ class HealthController(Controller):
 
     @get("/ready")
     async def ready(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:
-        """Database reachable, schema at head, embedder loaded."""
+        """Database reachable, schema at head, embedder (and reranker) loaded and warmed up."""
         checks = await runtime.readiness()
         ok = all(value == "ok" for value in checks.values())
         status = HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE
