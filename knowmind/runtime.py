@@ -115,7 +115,7 @@ class Runtime:
             [
                 FullTextStage(),
                 VectorStage(settings.vector_exact_max_rows),
-                GraphStage(reader),
+                GraphStage(reader, hit_wait_s=settings.graph_hit_wait_seconds),
                 IdentityStage(),
             ],
             rrf_k=settings.rrf_k,

@@ -88,6 +88,13 @@ class Settings:
     stage_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Time budget of each recall stage"}
     )
+    graph_hit_wait_seconds: float = field(
+        default=0.15,
+        metadata={
+            "doc": "How long the graph stage waits for the text stages' hits to seed from "
+            "(it seeds from the question's entities at once; later hits are not used)"
+        },
+    )
     graph_backend: str = field(
         default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
     )
@@ -154,6 +161,8 @@ class Settings:
             raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
         if self.chunk_overlap_chars >= self.chunk_target_chars:
             raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
+        if self.graph_hit_wait_seconds < 0:
+            raise SettingsError("KNOWMIND_GRAPH_HIT_WAIT_SECONDS must be ≥ 0")
         if self.embed_threads < 0 or self.vector_exact_max_rows < 0:
             raise SettingsError("KNOWMIND_EMBED_THREADS and VECTOR_EXACT_MAX_ROWS must be ≥ 0")
         for name in (

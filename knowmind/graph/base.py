@@ -73,9 +73,11 @@ async def rank_by_power_iteration(
     hops: int,
     damping: float,
     max_iterations: int,
+    *,
+    max_nodes: int = 5000,
 ) -> PPRRun:
     """Fetch the k-hop subgraph and run PPR here: the same numbers whatever the backend."""
-    graph = await reader.subgraph(tenant_id, list(seeds), hops)
+    graph = await reader.subgraph(tenant_id, list(seeds), hops, max_nodes)
     result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
     return PPRRun(result.scores, graph.memories, result.iterations, "power-iteration")
 
@@ -104,4 +106,5 @@ async def breadth_first(
         frontier = next_frontier
     # links found while expanding the last hop may point beyond it: keep only reached nodes
     graph.links = {k: w for k, w in graph.links.items() if k[0] in seen and k[1] in seen}
+    graph.memories &= seen
     return graph

@@ -1,4 +1,5 @@
-"""Subgraph reads from the PostgreSQL graph: breadth-first, one indexed query per hop."""
+"""Subgraph reads from the PostgreSQL graph: breadth-first, one indexed query per hop, within a
+budget (nodes reached, links per node and per hop) so a hub cannot blow up the recall."""
 
 from __future__ import annotations
 
@@ -15,8 +16,18 @@ __all__ = ["PostgresGraphReader"]
 class PostgresGraphReader:
     name = "postgres"
 
-    def __init__(self, db: Database) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_nodes: int = 2000,
+        links_per_node: int = 100,
+        links_per_hop: int = 5000,
+    ) -> None:
         self.db = db
+        self.max_nodes = max_nodes
+        self.links_per_node = links_per_node
+        self.links_per_hop = links_per_hop
 
     async def subgraph(
         self, tenant_id: UUID, seeds: Sequence[UUID], hops: int, max_nodes: int = 5000
@@ -24,7 +35,13 @@ class PostgresGraphReader:
         async with self.db.tenant_tx(tenant_id) as conn:
 
             async def links_of(frontier: list[UUID]) -> list[Link]:
-                return await neighbour_links(conn, tenant_id, frontier)
+                return await neighbour_links(
+                    conn,
+                    tenant_id,
+                    frontier,
+                    per_node=self.links_per_node,
+                    max_links=self.links_per_hop,
+                )
 
             return await breadth_first(seeds, hops, max_nodes, links_of)
 
@@ -36,4 +53,6 @@ class PostgresGraphReader:
         damping: float,
         max_iterations: int,
     ) -> PPRRun:
-        return await rank_by_power_iteration(self, tenant_id, seeds, hops, damping, max_iterations)
+        return await rank_by_power_iteration(
+            self, tenant_id, seeds, hops, damping, max_iterations, max_nodes=self.max_nodes
+        )

@@ -4,10 +4,16 @@ Seeds are the entities mentioned by the top full-text and vector hits (weighted 
 hit, 1/rank) and the entities matched in the question itself (weight 1). PPR runs over the
 subgraph within ``hops`` of the seeds, on the configured backend's read of the graph; memories
 are ranked by the mass they receive.
+
+Bounded work: the question's entities are matched at once, while the stage waits for the text
+stages' hits at most ``hit_wait_s`` (hits that come later are not used: explain lists what
+seeded the walk); at most ``max_seeds`` seeds; the reader caps the subgraph; PPR stops after
+``max_iterations``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from uuid import UUID
 
@@ -23,15 +29,26 @@ SEED_HITS = 5  # top hits per text stage whose entities seed the walk
 # the first hits): what the user asked about outweighs what the text stages happened to find.
 QUESTION_SHARE = 0.8
 HIT_SEED_WEIGHT = 1.0
+HIT_STAGES = ("bm25", "vector")
 
 
 class GraphStage:
     name = "graph"
 
-    def __init__(self, reader: GraphReader, damping: float = 0.85, max_iterations: int = 20):
+    def __init__(
+        self,
+        reader: GraphReader,
+        damping: float = 0.85,
+        max_iterations: int = 20,
+        *,
+        hit_wait_s: float = 0.15,
+        max_seeds: int = 30,
+    ):
         self.reader = reader
         self.damping = damping
         self.max_iterations = max_iterations
+        self.hit_wait_s = hit_wait_s
+        self.max_seeds = max_seeds
 
     async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
         seeds, hits = await self._seeds(query, ctx)
@@ -59,18 +76,35 @@ class GraphStage:
             ctx.explain["ppr_method"] = f"{self.reader.name}/{result.method}"
         return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
 
+    async def _hits_in_time(self, ctx: StageContext) -> dict[str, list[Candidate]]:
+        """The text stages' candidates that arrive within ``hit_wait_s``, by stage."""
+        waits = {stage: asyncio.ensure_future(ctx.results_of(stage)) for stage in HIT_STAGES}
+        await asyncio.wait(waits.values(), timeout=self.hit_wait_s)
+        arrived = {}
+        for stage, wait in waits.items():
+            if wait.done():
+                arrived[stage] = wait.result()
+            else:
+                wait.cancel()  # results_of shields the stage itself: only the wait ends
+        return arrived
+
     async def _seeds(
         self, query: RecallQuery, ctx: StageContext
     ) -> tuple[dict[UUID, float], set[UUID]]:
         """(reset weights per node, the hit memories among them)."""
+        entities = asyncio.ensure_future(ctx.query_entities())
+        arrived = await self._hits_in_time(ctx)
         named: dict[UUID, float] = defaultdict(float)
-        for entity in await ctx.query_entities():
+        for entity in await entities:
             named[entity.id] += entity.score
+        if query.explain:
+            ctx.explain["graph_hits_used"] = sorted(arrived)
+            ctx.explain["graph_hits_late"] = sorted(set(HIT_STAGES) - set(arrived))
         found: dict[UUID, float] = defaultdict(float)
         hit_rank: dict[UUID, int] = {}
-        for stage in ("bm25", "vector"):
+        for candidates in arrived.values():
             seen: list[UUID] = []
-            for candidate in await ctx.results_of(stage):
+            for candidate in candidates:
                 if candidate.memory_id not in seen:
                     seen.append(candidate.memory_id)
             for rank, memory_id in enumerate(seen[:SEED_HITS], start=1):
@@ -86,10 +120,17 @@ class GraphStage:
                 found[memory_id] += HIT_SEED_WEIGHT / rank
         hits = set(hit_rank)
         if not named or not found:
-            return dict(named or found), hits
+            return self._strongest(dict(named or found)), hits
         seeds: dict[UUID, float] = defaultdict(float)
         for share, weights in ((QUESTION_SHARE, named), (1 - QUESTION_SHARE, found)):
             total = sum(weights.values())
             for entity_id, weight in weights.items():
                 seeds[entity_id] += share * weight / total
-        return dict(seeds), hits
+        return self._strongest(dict(seeds)), hits
+
+    def _strongest(self, seeds: dict[UUID, float]) -> dict[UUID, float]:
+        """At most ``max_seeds`` seeds, the heaviest (ties by id, so the choice is stable)."""
+        if len(seeds) <= self.max_seeds:
+            return seeds
+        kept = sorted(seeds, key=lambda node: (-seeds[node], str(node)))[: self.max_seeds]
+        return {node: seeds[node] for node in kept}

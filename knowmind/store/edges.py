@@ -237,19 +237,38 @@ async def node_relations(
 
 
 async def neighbour_links(
-    conn: AsyncConnection, tenant_id: UUID, frontier: Sequence[UUID]
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    frontier: Sequence[UUID],
+    *,
+    per_node: int = 100,
+    max_links: int = 5000,
 ) -> list[tuple[UUID, str, UUID, str, float]]:
-    """Every current edge and mention touching the frontier: (a, a kind, b, b kind, weight)."""
+    """Current edges and mentions touching the frontier: (a, a kind, b, b kind, weight).
+
+    Bounded work: at most ``per_node`` links per frontier node and direction (an index range
+    each, so a hub entity mentioned by thousands of memories costs ``per_node`` rows, not
+    thousands) and at most ``max_links`` in all. A (memory, entity) pair found by several
+    methods comes once per method; the subgraph keeps the highest weight."""
     rows = await conn.execute(
         text(
-            "SELECT from_id, from_kind, to_id, to_kind, confidence FROM edges "
-            "WHERE tenant_id = :t AND valid_to IS NULL "
-            "AND (from_id = ANY(:f) OR to_id = ANY(:f)) "
-            "UNION ALL SELECT memory_id, 'memory', entity_id, 'entity', max(confidence) "
-            "FROM mentions WHERE tenant_id = :t AND (memory_id = ANY(:f) OR entity_id = ANY(:f)) "
-            "GROUP BY memory_id, entity_id"
+            "WITH frontier AS (SELECT DISTINCT unnest(CAST(:f AS uuid[])) AS id) "
+            "SELECT * FROM ("
+            " SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, to_kind, "
+            " confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
+            " AND from_id = frontier.id LIMIT :per_node) e"
+            " UNION ALL SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, "
+            " to_kind, confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
+            " AND to_id = frontier.id LIMIT :per_node) e"
+            " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
+            " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
+            " WHERE tenant_id = :t AND entity_id = frontier.id LIMIT :per_node) m"
+            " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
+            " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
+            " WHERE tenant_id = :t AND memory_id = frontier.id LIMIT :per_node) m"
+            ") AS links LIMIT :max_links"
         ),
-        {"t": tenant_id, "f": list(frontier)},
+        {"t": tenant_id, "f": list(frontier), "per_node": per_node, "max_links": max_links},
     )
     return [tuple(r) for r in rows]  # type: ignore[misc]
 

@@ -1,0 +1,141 @@
+"""The graph stage's budget: it does not wait for hits beyond its budget, it caps its seeds, and
+the PostgreSQL subgraph read caps links per node and nodes in all (a hub on a real table)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from uuid import UUID
+
+import pytest
+from sqlalchemy import text
+
+from knowmind.graph.base import PPRRun, Subgraph
+from knowmind.graph.matching import MatchedEntity
+from knowmind.graph.postgres_reader import PostgresGraphReader
+from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.graph import GraphStage
+from knowmind.store.edges import neighbour_links
+from knowmind.store.search import MemoryFilters
+from tests.conftest import make_tenant
+
+
+class RecordingReader:
+    """Test double for a graph backend: records the seeds it is asked to walk from and finds
+    nothing, so the stage's seeding is what the test observes."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.seeds: list[dict[UUID, float]] = []
+
+    async def subgraph(
+        self, tenant_id: UUID, seeds: Sequence[UUID], hops: int, max_nodes: int = 5000
+    ) -> Subgraph:
+        return Subgraph()
+
+    async def personalized_pagerank(
+        self,
+        tenant_id: UUID,
+        seeds: Mapping[UUID, float],
+        hops: int,
+        damping: float,
+        max_iterations: int,
+    ) -> PPRRun:
+        self.seeds.append(dict(seeds))
+        return PPRRun(dict(seeds), set(), 1, "recorded")
+
+
+def _context(db, entities: list[MatchedEntity], never: asyncio.Future) -> StageContext:
+    async def no_embedding():  # the graph stage must never ask for it
+        raise AssertionError("the graph stage asked for the query embedding")
+
+    async def question_entities() -> list[MatchedEntity]:
+        return entities
+
+    async def results_of(stage: str) -> list[Candidate]:
+        return await asyncio.shield(never)  # the text stages are still running
+
+    return StageContext(db, no_embedding, question_entities, results_of)
+
+
+def _query(tenant: UUID) -> RecallQuery:
+    return RecallQuery(tenant, "german", "Wo arbeitet Anna?", MemoryFilters(), 10, explain=True)
+
+
+async def test_graph_stage_seeds_from_the_question_when_hits_are_late(db):
+    never: asyncio.Future = asyncio.get_running_loop().create_future()
+    entities = [MatchedEntity(uuid.uuid4(), "Anna", "Person", 1.0, "anna")]
+    ctx = _context(db, entities, never)
+    reader = RecordingReader()
+    stage = GraphStage(reader, hit_wait_s=0.05)
+    started = time.perf_counter()
+    await stage.search(_query(uuid.uuid4()), ctx)
+    assert time.perf_counter() - started < 2.0  # the hits never came; the stage did not hang
+    assert reader.seeds == [{entities[0].id: 1.0}]
+    assert ctx.explain["graph_hits_used"] == []
+    assert ctx.explain["graph_hits_late"] == ["bm25", "vector"]
+    assert not never.cancelled()  # waiting less did not cancel the stages themselves
+
+
+async def test_graph_stage_keeps_only_the_heaviest_seeds(db):
+    never: asyncio.Future = asyncio.get_running_loop().create_future()
+    entities = [
+        MatchedEntity(uuid.uuid4(), f"E{i}", "Thing", 1.0 - i / 100, f"e{i}") for i in range(40)
+    ]
+    reader = RecordingReader()
+    await GraphStage(reader, hit_wait_s=0.01, max_seeds=5).search(
+        _query(uuid.uuid4()), _context(db, entities, never)
+    )
+    assert set(reader.seeds[0]) == {e.id for e in entities[:5]}
+
+
+@pytest.fixture(scope="module")
+async def hub(client, db) -> tuple[UUID, UUID]:
+    """A tenant with one entity that 120 memories mention."""
+    tenant = await make_tenant(client)
+    async with db.owner_tx() as conn:
+        entity = await conn.scalar(
+            text(
+                "INSERT INTO entities (tenant_id, name, norm_name, entity_class) "
+                "VALUES (:t, 'Hub', 'hub', 'Organisation') RETURNING id"
+            ),
+            {"t": tenant.id},
+        )
+        await conn.execute(
+            text(
+                "WITH m AS (INSERT INTO memories (tenant_id, content, content_sha256) "
+                "SELECT CAST(:t AS uuid), 'hub memory ' || i, sha256(('hub memory ' || i)::bytea) "
+                "FROM generate_series(1, 120) i RETURNING id) "
+                "INSERT INTO mentions (tenant_id, memory_id, entity_id, method) "
+                "SELECT CAST(:t AS uuid), m.id, :e, 'gazetteer' FROM m"
+            ),
+            {"t": tenant.id, "e": entity},
+        )
+    return UUID(tenant.id), entity
+
+
+async def test_links_of_a_hub_are_capped_per_node_and_in_all(db, hub):
+    tenant, entity = hub
+    async with db.tenant_tx(tenant) as conn:
+        everything = await neighbour_links(conn, tenant, [entity], per_node=1000)
+        per_node = await neighbour_links(conn, tenant, [entity], per_node=30)
+        in_all = await neighbour_links(conn, tenant, [entity], per_node=1000, max_links=7)
+    assert len(everything) == 120
+    assert len(per_node) == 30 and set(per_node) <= set(everything)
+    assert len(in_all) == 7
+
+
+async def test_postgres_reader_stays_within_its_node_budget(db, hub):
+    tenant, entity = hub
+    reader = PostgresGraphReader(db, max_nodes=50, links_per_node=1000)
+    run = await reader.personalized_pagerank(tenant, {entity: 1.0}, 2, 0.85, 20)
+    assert len(run.scores) <= 50
+    assert len(run.memories) == 49  # the hub and the first 49 memories reached
+    unbounded = await PostgresGraphReader(db).personalized_pagerank(
+        tenant, {entity: 1.0}, 2, 0.85, 20
+    )
+    assert len(unbounded.memories) == 100  # default: 100 links per node
+
