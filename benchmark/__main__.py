@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="40 queries and ≤ 200 documents per dataset, 5k-chunk scale run",
+        help="40 queries and ≤ 200 documents per dataset, the quick scale layout",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "datasets")
@@ -66,11 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         / "embeddings.sqlite",
     )
     parser.add_argument(
-        "--scale-chunks",
-        type=int,
+        "--scale",
+        choices=["none", "quick", "full", "1m"],
         default=None,
-        help="chunks of the large tenant (default 100000, quick 5000; 0 = skip)",
+        help="scale layout (benchmark/scale.py; default full, with --quick quick)",
     )
+    parser.add_argument("--scale-chunks", type=int, default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -152,12 +153,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             dataset = load(name, args.data_dir, quick_mode=args.quick)
             results.append(await evaluate_dataset(runtime, dataset, systems, peers))
             print(f"{name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-        scale_chunks = (
-            args.scale_chunks
-            if args.scale_chunks is not None
-            else (5000 if args.quick else 100_000)
+        layout = args.scale or ("none" if args.scale_chunks == 0 else None)
+        layout = layout or ("quick" if args.quick else "full")
+        scale = (
+            None
+            if layout == "none"
+            else await run_scale(settings, embedder.inner, layout, args.data_dir, args.cache)
         )
-        scale = await run_scale(runtime, scale_chunks) if scale_chunks else None
     finally:
         await runtime.close()
     return {

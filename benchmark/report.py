@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmark.scale_report import write_scale_report
+
 __all__ = ["write_report"]
 
 METRICS = ("ndcg@10", "recall@1", "recall@5", "recall@10", "mrr@10")
@@ -79,25 +81,6 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
     fig.tight_layout()
     fig.savefig(out / "quality.png", dpi=110)
     names.append("![quality](quality.png)")
-    scale = results.get("scale")
-    if scale:
-        stages = scale["latency"]["c1_with_embedding"]["stages_ms"]
-        fig, ax = plt.subplots(figsize=(8, 4))
-        labels = list(stages)
-        ax.bar(labels, [stages[s].get("p50", 0) for s in labels], label="p50")
-        ax.bar(
-            labels,
-            [stages[s].get("p95", 0) - stages[s].get("p50", 0) for s in labels],
-            bottom=[stages[s].get("p50", 0) for s in labels],
-            label="p95 − p50",
-            alpha=0.6,
-        )
-        ax.set_ylabel("ms")
-        ax.set_title(f"Recall latency per stage ({scale['large_tenant_chunks']} chunks, c=1)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "latency.png", dpi=110)
-        names.append("![latency](latency.png)")
     plt.close("all")
     return names
 
@@ -133,39 +116,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             *_reference(dataset),
             "",
         ]
-    scale = results.get("scale")
-    if scale:
-        lines += [
-            "## Scale",
-            "",
-            f"{scale['large_tenant_chunks']} chunks in one tenant plus "
-            f"{scale['small_tenants']} tenants of {scale['small_tenant_chunks']}; "
-            f"vectors: {scale['vectors']}.",
-            "",
-            "| run | req/s | end-to-end p50 | p95 | embed p50 | bm25 p50 | vector p50 | "
-            "graph p50 | identity p50 |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for run, data in scale["latency"].items():
-            stages = data["stages_ms"]
-            cell = [
-                str(stages.get(s, {}).get("p50", "–"))
-                for s in ("embed", "bm25", "vector", "graph", "identity")
-            ]
-            lines.append(
-                f"| {run} | {data['throughput_rps']} | {data['end_to_end_ms']['p50']} | "
-                f"{data['end_to_end_ms']['p95']} | " + " | ".join(cell) + " |"
-            )
-        ingest = scale["ingest"]
-        lines += [
-            "",
-            f"Ingest overhead: the embedder alone embeds "
-            f"{ingest['embedder_passages_per_s']} passages/s; remember through the service "
-            f"stores {ingest['ingest_memories_per_s']} memories/s on the same kind of text "
-            f"(ratio {ingest['ingest_to_embedder_ratio']}).",
-            f"Storage: {scale['storage']['mb_per_1k_chunks']} MB per 1k chunks "
-            "(chunks + memories, with indexes).",
-            "",
-        ]
+    if results.get("scale"):
+        lines += write_scale_report(results["scale"], out)
     lines += _plots(results, out)
     (out / "report.md").write_text("\n".join(lines) + "\n")

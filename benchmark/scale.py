@@ -1,102 +1,92 @@
-"""Latency at scale, ingest overhead and storage cost.
+"""Recall at scale: latency per tenant size, concurrency and embedding mode; HNSW recall@10
+against exact search; storage per 1k chunks (vector(384), halfvec(1024)); ingest throughput.
 
-The large tenant's vectors are synthetic (clustered random unit vectors, texts from a fixed
-vocabulary) and inserted in bulk without the model — embedding 100k chunks would take hours
-here. Queries are embedded by the real model ("with embedding") or served from the embedding
-cache on a repeat ("without").
+``python -m benchmark.scale --out DIR`` (``make bench-scale``) writes DIR/scale.json
+(``{"runs": [{"tenant_chunks", "corpus_chunks", "concurrency", "embedding", "req_per_s",
+"p50_ms", "p95_ms", "stages_p50_ms"}], ...}``), DIR/scale.md and DIR/scale_latency.png.
+Layouts: ``full`` (one tenant of 100k chunks, one of 10k, 100 of 1k, 1,000 of 100), ``1m``
+(full plus a 1M-chunk tenant: ``--scale-1m``) and ``quick`` (CI: 5k, 1k and 100-chunk tenants).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import random
+import json
+import os
+import sys
+import tempfile
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import numpy as np
-from pgvector.sqlalchemy import Vector
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from tqdm import tqdm
 
+from benchmark.cache import CachingEmbedder
 from benchmark.runner import percentiles
+from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
+from benchmark.scale_report import write_scale_report
+from benchmark.scale_storage import measure_ingest, storage_per_1k
 from knowmind.recall.pipeline import RecallOptions
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
-from knowmind.services.memories import MemoryDraft, content_sha256
+from knowmind.settings import Settings
+from knowmind.store.search import MemoryFilters
+from knowmind.store.vector_search import vector_candidates
 
-__all__ = ["run_scale"]
+__all__ = ["LAYOUTS", "QueryCacheEmbedder", "run_scale"]
 
-_VOCABULARY = (
-    "Vertrag Kunde Server Rechnung Projekt Lager Termin Angebot Wartung Backup Netzwerk "
-    "Datenbank Anwendung Mitarbeiter Abteilung Standort Lieferung Auftrag Zahlung Störung "
-    "Freigabe Zertifikat Schnittstelle Bericht Planung Budget Schulung Einkauf Vertrieb Support "
-    "Hamburg Berlin München Kassel Ulm Kiel Montag Dienstag Juni Oktober neu alt dringend offen"
-)
-WORDS = tuple(_VOCABULARY.split())
-BATCH = 1000
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def _text(rng: random.Random, words: int = 30) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words)) + "."
+def _layout(big: Sequence[int], thousands: int, hundreds: int) -> list[TenantSpec]:
+    languages = ("german", "english")
+    specs = [TenantSpec(f"scale-{n}", n, "german") for n in big]
+    specs += [TenantSpec(f"scale-1k-{i}", 1000, languages[i % 2]) for i in range(thousands)]
+    specs += [TenantSpec(f"scale-100-{i}", 100, languages[i % 2]) for i in range(hundreds)]
+    return specs
 
 
-def _vectors(rng: np.random.Generator, n: int, dim: int, centres: np.ndarray) -> np.ndarray:
-    picks = centres[rng.integers(0, len(centres), n)]
-    vectors = picks + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+LAYOUTS = {
+    "quick": {"tenants": _layout([5000], 5, 50), "sentences": 400, "queries": 15},
+    "full": {"tenants": _layout([100_000, 10_000], 100, 1000), "sentences": 3000, "queries": 60},
+    "1m": {
+        "tenants": _layout([1_000_000, 100_000, 10_000], 100, 1000),
+        "sentences": 3000,
+        "queries": 60,
+    },
+}
 
 
-async def _bulk_tenant(runtime: Runtime, name: str, chunks: int, seed: int) -> Principal:
-    tenant = await runtime.admin.create_tenant(name, "german")
-    who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language="german")
-    rng, np_rng = random.Random(seed), np.random.default_rng(seed)
-    dim = runtime.embedder.dim
-    centres = _vectors(np_rng, 64, dim, np.zeros((1, dim), dtype=np.float32) + 0.01)
-    insert_chunk = text(
-        "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, "
-        "embedding) VALUES (:t, :m, 0, :c, NULL, 'german', :e)"
-    ).bindparams(bindparam("e", type_=Vector()))
-    for start in tqdm(range(0, chunks, BATCH), desc=f"bulk {name}", leave=False):
-        n = min(BATCH, chunks - start)
-        texts = [f"{i} {_text(rng)}" for i in range(start, start + n)]
-        vectors = _vectors(np_rng, n, dim, centres)
-        async with runtime.db.tenant_tx(who.tenant_id) as conn:  # type: ignore[arg-type]
-            ids = (
-                (
-                    await conn.execute(
-                        text(
-                            "INSERT INTO memories (tenant_id, content, content_sha256) "
-                            "SELECT :t, c, sha FROM "
-                            "unnest(CAST(:cs AS text[]), CAST(:shas AS bytea[])) "
-                            "AS x(c, sha) RETURNING id"
-                        ),
-                        {
-                            "t": who.tenant_id,
-                            "cs": texts,
-                            "shas": [content_sha256(t) for t in texts],
-                        },
-                    )
-                )
-                .scalars()
-                .all()
-            )
-            await conn.execute(
-                insert_chunk,
-                [
-                    {"t": who.tenant_id, "m": m, "c": c, "e": v}
-                    for m, c, v in zip(ids, texts, vectors, strict=True)
-                ],
-            )
-    return who
+class QueryCacheEmbedder:
+    """The real model behind a switch. ``cached``: query vectors computed before the run (what a
+    query-embedding cache gives: the recall is pure server work); ``live``: every query is
+    embedded by the model. Passages always go to the model."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.mode = "live"
+        self.cached: dict[str, np.ndarray] = {}
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if self.mode == "cached":
+            return np.stack([self.cached[t] for t in texts])
+        return np.asarray(self.inner.embed_queries(list(texts)), dtype=np.float32)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.inner.embed_passages(list(texts)), dtype=np.float32)
 
 
-async def _latency(
+async def _measure(
     runtime: Runtime, who: Principal, queries: list[str], concurrency: int
 ) -> dict[str, Any]:
     semaphore = asyncio.Semaphore(concurrency)
-    stage_times: dict[str, list[float]] = {}
     wall: list[float] = []
+    stages: dict[str, list[float]] = {}
 
     async def one(query: str) -> None:
         async with semaphore:
@@ -104,79 +94,140 @@ async def _latency(
             outcome = await runtime.recall.recall(who, query, RecallOptions(k=10), hops=2)
             wall.append((time.perf_counter() - started) * 1000)
             for stage, ms in outcome.timings_ms.items():
-                stage_times.setdefault(stage, []).append(ms)
+                stages.setdefault(stage, []).append(ms)
 
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in queries))
     elapsed = time.perf_counter() - started
+    cuts = percentiles(wall)
     return {
-        "requests": len(queries),
-        "throughput_rps": round(len(queries) / elapsed, 2),
-        "end_to_end_ms": percentiles(wall),
-        "stages_ms": {s: percentiles(v) for s, v in stage_times.items()},
+        "req_per_s": round(len(queries) / elapsed, 2),
+        "p50_ms": cuts["p50"],
+        "p95_ms": cuts["p95"],
+        "stages_p50_ms": {s: percentiles(v)["p50"] for s, v in sorted(stages.items())},
     }
 
 
-async def _ingest_overhead(runtime: Runtime, n: int) -> dict[str, Any]:
-    """Ingest through the memory service vs. the embedder alone, on the same (new) texts."""
-    rng = random.Random(11)
-    nonce = time.time_ns()
-    raw_texts = [f"{nonce} raw {i} {_text(rng, 40)}" for i in range(n)]
-    inner = getattr(runtime.embedder.embedder, "inner", runtime.embedder.embedder)
-    started = time.perf_counter()
-    await asyncio.to_thread(inner.embed_passages, raw_texts)
-    raw_rate = n / (time.perf_counter() - started)
-    tenant = await runtime.admin.create_tenant(f"bench-ingest-{nonce}", "german")
-    who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language="german")
-    texts = [f"{nonce} ingest {i} {_text(rng, 40)}" for i in range(n)]
-    semaphore = asyncio.Semaphore(8)
-
-    async def one(content: str) -> None:
-        async with semaphore:
-            await runtime.memories.remember(who, MemoryDraft(content=content))
-
-    started = time.perf_counter()
-    await asyncio.gather(*(one(t) for t in texts))
-    ingest_rate = n / (time.perf_counter() - started)
-    return {
-        "texts": n,
-        "embedder_passages_per_s": round(raw_rate, 2),
-        "ingest_memories_per_s": round(ingest_rate, 2),
-        "ingest_to_embedder_ratio": round(ingest_rate / raw_rate, 3),
-    }
+async def _hnsw_recall_at_10(
+    runtime: Runtime, tenant: UUID, vectors: list[np.ndarray]
+) -> dict[str, Any]:
+    overlaps = []
+    for vector in vectors:
+        found = {}
+        for path in ("exact", "hnsw"):
+            async with runtime.db.tenant_tx(tenant) as conn:
+                rows = await vector_candidates(conn, tenant, vector, MemoryFilters(), 10, path=path)
+            found[path] = {r[0] for r in rows}
+        overlaps.append(len(found["exact"] & found["hnsw"]) / max(1, len(found["exact"])))
+    return {"queries": len(vectors), "recall_at_10": round(float(np.mean(overlaps)), 4)}
 
 
-async def run_scale(runtime: Runtime, chunks: int) -> dict[str, Any]:
-    small = max(200, chunks // 100)
-    started = time.perf_counter()
-    big = await _bulk_tenant(runtime, f"bench-scale-{time.time_ns()}", chunks, seed=1)
-    for i in range(9):
-        await _bulk_tenant(runtime, f"bench-small-{i}-{time.time_ns()}", small, seed=100 + i)
-    load_s = time.perf_counter() - started
-    rng = random.Random(5)
-    queries = [f"{_text(rng, 6)} q{i}" for i in range(60 if chunks >= 50_000 else 30)]
-    latency = {}
-    for concurrency in (1, 8):
-        fresh = [f"{q} c{concurrency}" for q in queries]
-        latency[f"c{concurrency}_with_embedding"] = await _latency(runtime, big, fresh, concurrency)
-        latency[f"c{concurrency}_cached_embedding"] = await _latency(
-            runtime, big, fresh, concurrency
+async def run_scale(
+    settings: Settings,
+    model: Any,
+    layout: str,
+    data_dir: Path,
+    cache: Path,
+) -> dict[str, Any]:
+    """Load the layout into ``settings.database_url`` and measure; returns scale.json's data."""
+    spec = LAYOUTS[layout]
+    cached_model = CachingEmbedder(model, cache)
+    pool = await asyncio.to_thread(sentence_pool, data_dir, spec["sentences"], cached_model)
+    tenants: list[TenantSpec] = spec["tenants"]
+    assert settings.database_url
+    with tqdm(total=sum(t.chunks for t in tenants), desc="scale corpus", unit="chunk") as bar:
+        ids, load_s = await bulk_load(settings.database_url, tenants, pool, bar.update)
+    embedder = QueryCacheEmbedder(model)
+    queries = pool.questions[: spec["queries"]]
+    embedder.cached = dict(zip(queries, cached_model.embed_queries(queries), strict=True))
+    runtime = await Runtime.start(settings.with_overrides(reranker="none"), embedder)
+    runtime.start_loading_reranker()
+    try:
+        async with runtime.db.owner_tx() as conn:
+            corpus = int(await conn.scalar(text("SELECT count(*) FROM chunks")))
+        targets = {}  # one tenant per size, smallest first
+        for t in sorted(tenants, key=lambda t: t.chunks):
+            targets.setdefault(t.chunks, t)
+        runs = []
+        for size, target in targets.items():
+            who = Principal(ids[target.name], frozenset({"read"}), language=target.language)
+            embedder.mode = "cached"
+            await _measure(runtime, who, queries[:3], 1)  # warm caches and pools
+            for concurrency in (1, 8) if size == max(targets) else (1,):
+                for mode in ("cached", "live"):
+                    embedder.mode = mode
+                    result = await _measure(runtime, who, queries, concurrency)
+                    runs.append(
+                        {
+                            "tenant_chunks": size,
+                            "corpus_chunks": corpus,
+                            "concurrency": concurrency,
+                            "embedding": mode,
+                            **result,
+                        }
+                    )
+                    print(json.dumps(runs[-1]), file=sys.stderr)
+        largest = targets[max(targets)]
+        recall = await _hnsw_recall_at_10(
+            runtime, ids[largest.name], [embedder.cached[q] for q in queries]
         )
-    async with runtime.db.owner_tx() as conn:
-        total_chunks = await conn.scalar(text("SELECT count(*) FROM chunks"))
-        size = await conn.scalar(
-            text("SELECT pg_total_relation_size('chunks') + pg_total_relation_size('memories')")
-        )
-    return {
-        "large_tenant_chunks": chunks,
-        "small_tenants": 9,
-        "small_tenant_chunks": small,
-        "vectors": "synthetic (clustered random unit vectors), inserted without the model",
-        "bulk_load_s": round(load_s, 1),
-        "latency": latency,
-        "ingest": await _ingest_overhead(runtime, 40 if chunks < 50_000 else 120),
-        "storage": {
-            "chunks_in_database": int(total_chunks),
-            "mb_per_1k_chunks": round(size / max(total_chunks, 1) * 1000 / 2**20, 3),
-        },
-    }
+        recall["tenant_chunks"] = largest.chunks
+        return {
+            "runs": runs,
+            "layout": layout,
+            "corpus": {
+                "chunks": corpus,
+                "tenants": len(tenants),
+                "sentences": len(pool.sentences),
+                "vectors": "mean of the real-model vectors of each chunk's sentences + noise",
+                "load_s": load_s,
+            },
+            "hnsw_recall_at_10": recall,
+            "vector_exact_max_rows": settings.vector_exact_max_rows,
+            "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
+            "ingest": await measure_ingest(runtime, model, 40 if layout == "quick" else 200),
+            "cores": os.cpu_count(),
+        }
+    finally:
+        await runtime.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from knowmind.db.embedded import EmbeddedPostgres
+    from knowmind.db.migrate import upgrade
+    from knowmind.logging import configure_logging
+    from knowmind.models.factory import build_embedder
+
+    parser = argparse.ArgumentParser(prog="python -m benchmark.scale", description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    parser.add_argument("--quick", action="store_true", help="the small CI layout")
+    parser.add_argument("--scale-1m", action="store_true", help="add a 1M-chunk tenant")
+    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "datasets")
+    default_cache = Path(
+        os.environ.get("KNOWMIND_BENCH_CACHE", Path.home() / ".cache" / "knowmind-bench")
+    )
+    parser.add_argument("--cache", type=Path, default=default_cache / "embeddings.sqlite")
+    args = parser.parse_args(argv)
+    layout = "quick" if args.quick else "1m" if args.scale_1m else "full"
+    configure_logging("json", "warning")
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = Settings.from_env()
+    model = build_embedder(base.embedder, base.embedder_threads)
+    with tempfile.TemporaryDirectory(prefix="knowmind-scale-") as tmp:
+        server = None if base.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
+        url = base.database_url or server.start()  # type: ignore[union-attr]
+        try:
+            upgrade(url, model.model_id, model.dim)
+            settings = base.with_overrides(database_url=url, data_dir=Path(tmp))
+            results = asyncio.run(run_scale(settings, model, layout, args.data_dir, args.cache))
+        finally:
+            if server is not None:
+                server.stop()
+    (args.out / "scale.json").write_text(json.dumps(results, indent=1))
+    write_scale_report(results, args.out)
+    print(f"wrote {args.out / 'scale.json'} and {args.out / 'scale.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

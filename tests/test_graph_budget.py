@@ -138,4 +138,3 @@ async def test_postgres_reader_stays_within_its_node_budget(db, hub):
         tenant, {entity: 1.0}, 2, 0.85, 20
     )
     assert len(unbounded.memories) == 100  # default: 100 links per node
-

@@ -1,0 +1,113 @@
+"""The scale section (markdown) and the latency-versus-tenant-size plot per stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["scale_lines", "write_scale_report"]
+
+STAGES = ("embed", "bm25", "vector", "graph", "identity", "total")
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| tenant chunks | clients | query embedding | req/s | p50 ms | p95 ms | "
+        + " | ".join(f"{s} p50" for s in STAGES)
+        + " |",
+        "|---" * (6 + len(STAGES)) + "|",
+    ]
+    for run in runs:
+        stages = run["stages_p50_ms"]
+        lines.append(
+            f"| {run['tenant_chunks']:,} | {run['concurrency']} | {run['embedding']} | "
+            f"{run['req_per_s']} | {run['p50_ms']} | {run['p95_ms']} | "
+            + " | ".join(str(stages.get(s, "–")) for s in STAGES)
+            + " |"
+        )
+    return lines
+
+
+def _concurrency_lines(runs: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    largest = max(r["tenant_chunks"] for r in runs)
+    for mode in ("cached", "live"):
+        by_c = {
+            r["concurrency"]: r
+            for r in runs
+            if r["embedding"] == mode and r["tenant_chunks"] == largest
+        }
+        if 1 in by_c and 8 in by_c:
+            one, eight = by_c[1], by_c[8]
+            lines.append(
+                f"- {mode} query embedding, 8 clients vs 1: throughput × "
+                f"{eight['req_per_s'] / one['req_per_s']:.2f}, p95 × "
+                f"{eight['p95_ms'] / one['p95_ms']:.2f}"
+            )
+    return lines
+
+
+def scale_lines(scale: dict[str, Any]) -> list[str]:
+    corpus, storage, ingest = scale["corpus"], scale["storage_per_1k_chunks_mb"], scale["ingest"]
+    recall = scale["hnsw_recall_at_10"]
+    return [
+        "## Scale",
+        "",
+        f"Layout `{scale['layout']}`: {corpus['chunks']:,} chunks in {corpus['tenants']:,} "
+        f"tenants, text recombined from {corpus['sentences']:,} real sentences (German and "
+        f"English); vectors: {corpus['vectors']}. Load: {corpus['load_s']}. "
+        f"Tenants up to {scale['vector_exact_max_rows']:,} chunks get exact vector search.",
+        "",
+        *_runs_table(scale["runs"]),
+        "",
+        *_concurrency_lines(scale["runs"]),
+        f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
+        f"{recall['queries']} real questions): {recall['recall_at_10']}",
+        "- Storage, MB per 1k rows (embedding + HNSW index): "
+        + ", ".join(f"{k} {v}" for k, v in storage.items() if "(" in k)
+        + f"; halfvec saves {storage['halfvec_saving_at_1024']:.0%} at 1024-d; a whole chunk "
+        "as deployed here (text, tsvector, vector, indexes): "
+        f"{storage['chunks_table_as_deployed']}",
+        f"- Ingest ({ingest['path']}): {ingest['ingest_memories_per_s']} memories/s vs the bare "
+        f"embedder's {ingest['embedder_passages_per_s']} passages/s "
+        f"(ratio {ingest['ingest_to_embedder_ratio']})",
+        "",
+    ]
+
+
+def _plot(scale: dict[str, Any], out: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "(plot skipped: matplotlib is not installed — it comes with the `bench` extra)"
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, mode in zip(axes, ("cached", "live"), strict=True):
+        runs = sorted(
+            (r for r in scale["runs"] if r["concurrency"] == 1 and r["embedding"] == mode),
+            key=lambda r: r["tenant_chunks"],
+        )
+        sizes = [r["tenant_chunks"] for r in runs]
+        for stage in STAGES:
+            values = [r["stages_p50_ms"].get(stage) for r in runs]
+            if any(v is not None for v in values):
+                ax.plot(sizes, [v or 0 for v in values], marker="o", label=stage)
+        ax.set_xscale("log")
+        ax.set_xlabel("chunks in the tenant")
+        ax.set_title(f"p50 per stage, 1 client, query embedding {mode}")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("ms")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "scale_latency.png", dpi=110)
+    plt.close(fig)
+    return "![latency per stage versus tenant size](scale_latency.png)"
+
+
+def write_scale_report(scale: dict[str, Any], out: Path) -> list[str]:
+    """Writes scale.md and scale_latency.png into ``out``; returns the markdown lines."""
+    lines = [*scale_lines(scale), _plot(scale, out), ""]
+    (out / "scale.md").write_text("\n".join(lines))
+    return lines
