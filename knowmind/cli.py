@@ -64,7 +64,12 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
     settings, generated = ensure_admin_token(settings)
     with database(settings) as settings:
         assert settings.database_url
-        upgrade(settings.database_url, embedder.model_id, embedder.dim)
+        upgrade(
+            settings.database_url,
+            embedder.model_id,
+            embedder.dim,
+            embedding_storage=settings.embedding_storage,
+        )
         _print_banner(settings, generated)
         app = create_app(settings, embedder=embedder)
         # uvicorn shuts down gracefully, then re-raises SIGTERM; turn that into SystemExit so
@@ -110,7 +115,12 @@ def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     embedder = build_embedder(settings.embedder, settings.embedder_threads)
     with database(settings) as settings:
         assert settings.database_url
-        upgrade(settings.database_url, embedder.model_id, embedder.dim)
+        upgrade(
+            settings.database_url,
+            embedder.model_id,
+            embedder.dim,
+            embedding_storage=settings.embedding_storage,
+        )
     print("schema is at head")
     return 0
 

@@ -62,6 +62,13 @@ class Settings:
         default=0,
         metadata={"doc": "Threads of the one embedding executor; 0 = the cores this process has"},
     )
+    embedding_storage: str = field(
+        default="auto",
+        metadata={
+            "doc": "Vector column type, chosen when the schema is created: `vector`, `halfvec` "
+            "(half the size) or `auto` (halfvec from 1024 dimensions)"
+        },
+    )
     default_language: str = field(
         default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
     )
@@ -161,6 +168,8 @@ class Settings:
             raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
         if self.chunk_overlap_chars >= self.chunk_target_chars:
             raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
+        if self.embedding_storage not in {"auto", "vector", "halfvec"}:
+            raise SettingsError("KNOWMIND_EMBEDDING_STORAGE must be auto, vector or halfvec")
         if self.graph_hit_wait_seconds < 0:
             raise SettingsError("KNOWMIND_GRAPH_HIT_WAIT_SECONDS must be ≥ 0")
         if self.embed_threads < 0 or self.vector_exact_max_rows < 0:

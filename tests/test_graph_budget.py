@@ -137,4 +137,4 @@ async def test_postgres_reader_stays_within_its_node_budget(db, hub):
     unbounded = await PostgresGraphReader(db).personalized_pagerank(
         tenant, {entity: 1.0}, 2, 0.85, 20
     )
-    assert len(unbounded.memories) == 100  # default: 100 links per node
+    assert len(unbounded.memories) == 40  # default: 40 links per node

@@ -88,3 +88,99 @@ def test_another_embedder_is_refused(empty_database_url):
         asyncio.run(check_embedding_model(url, "model-z", 32))
     with pytest.raises(SchemaError, match="configured embedder is 'other'"):
         upgrade(url, "other", 16)
+
+
+async def _embedding_type(url: str) -> tuple[str, str, str]:
+    engine = make_engine(url, 1)
+    async with engine.connect() as conn:
+        column = await conn.scalar(
+            text(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+            )
+        )
+        index = await conn.scalar(
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_embedding'")
+        )
+        stored = await conn.scalar(
+            text("SELECT value FROM knowmind_meta WHERE key = 'embedding_storage'")
+        )
+    await engine.dispose()
+    return column, index, stored
+
+
+def test_large_embedders_get_halfvec_storage(empty_database_url):
+    upgrade(empty_database_url, "model-large", 1024)
+    column, index, stored = asyncio.run(_embedding_type(empty_database_url))
+    assert (column, stored) == ("halfvec(1024)", "halfvec")
+    assert "halfvec_cosine_ops" in index
+
+
+def test_embedding_storage_can_be_chosen_at_creation(empty_database_url):
+    upgrade(empty_database_url, "model-small", 8, embedding_storage="halfvec")
+    column, index, stored = asyncio.run(_embedding_type(empty_database_url))
+    assert (column, stored) == ("halfvec(8)", "halfvec")
+
+
+def test_small_embedders_keep_full_precision(empty_database_url):
+    upgrade(empty_database_url, "model-small", 384)
+    column, index, stored = asyncio.run(_embedding_type(empty_database_url))
+    assert (column, stored) == ("vector(384)", "vector")
+    assert "vector_cosine_ops" in index
+
+
+async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
+    import numpy as np
+
+    from knowmind.store.memories import NewMemory, insert_chunks, insert_memory
+    from knowmind.store.search import MemoryFilters
+    from knowmind.store.vector_search import explain_vector_search, vector_candidates
+
+    engine = make_engine(url, 1)
+    vectors = np.eye(8, dtype=np.float32)
+    async with engine.begin() as conn:  # as the owner: no RLS to set up in this bare schema
+        tenant = await conn.scalar(
+            text(
+                "INSERT INTO tenants (name, embedding_model, embedding_dim) "
+                "VALUES ('h', 'model-small', 8) RETURNING id"
+            )
+        )
+        for i, vector in enumerate(vectors):
+            memory = await insert_memory(
+                conn,
+                tenant,
+                NewMemory(
+                    title=None,
+                    content=f"text {i}",
+                    memory_type="semantic",
+                    tags=[],
+                    source=None,
+                    domain=None,
+                    metadata={},
+                    sha256=bytes([i]) * 32,
+                ),
+            )
+            await insert_chunks(
+                conn,
+                tenant,
+                memory,
+                language="simple",
+                context=None,
+                contents=[f"text {i}"],
+                embeddings=vector[None, :],
+            )
+        query = vectors[3] + 0.1 * vectors[5]
+        found = {}
+        for path in ("exact", "hnsw"):
+            found[path] = await vector_candidates(conn, tenant, query, MemoryFilters(), 2, path=path)
+        plan = await explain_vector_search(conn, tenant, query, MemoryFilters(), 2, "hnsw")
+    await engine.dispose()
+    return found["exact"], found["hnsw"], plan
+
+
+def test_halfvec_storage_is_searched_through_its_index(empty_database_url):
+    upgrade(empty_database_url, "model-small", 8, embedding_storage="halfvec")
+    exact, approximate, plan = asyncio.run(_store_and_search_halfvec(empty_database_url))
+    assert [m for _, m, _ in exact] == [m for _, m, _ in approximate]
+    assert exact[0][2] > 0.99 and exact[1][2] < exact[0][2]
+    assert "Index Scan using chunks_embedding" in plan, plan

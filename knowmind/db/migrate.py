@@ -38,12 +38,15 @@ def migrations_dir() -> Path:
     raise SchemaError("knowmind migrations not found next to the package")
 
 
-def alembic_config(url: str, embedding_model: str, embedding_dim: int) -> Config:
+def alembic_config(
+    url: str, embedding_model: str, embedding_dim: int, embedding_storage: str = "auto"
+) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.attributes["database_url"] = normalise_url(url)
     cfg.attributes["embedding_model"] = embedding_model
     cfg.attributes["embedding_dim"] = embedding_dim
+    cfg.attributes["embedding_storage"] = embedding_storage
     return cfg
 
 
@@ -110,10 +113,19 @@ async def check_embedding_model(url: str, model_id: str, dim: int) -> None:
         )
 
 
-def upgrade(url: str, embedding_model: str, embedding_dim: int, revision: str = "head") -> None:
-    """Migrate to ``revision``. Must be called outside a running event loop."""
+def upgrade(
+    url: str,
+    embedding_model: str,
+    embedding_dim: int,
+    revision: str = "head",
+    embedding_storage: str = "auto",
+) -> None:
+    """Migrate to ``revision``. Must be called outside a running event loop.
+    ``embedding_storage`` (``auto``: halfvec from 1024 dimensions, else vector) only matters
+    when the schema is created."""
     asyncio.run(ensure_vector_available(url))
-    command.upgrade(alembic_config(url, embedding_model, embedding_dim), revision)
+    config = alembic_config(url, embedding_model, embedding_dim, embedding_storage)
+    command.upgrade(config, revision)
     asyncio.run(check_embedding_model(url, embedding_model, embedding_dim))
 
 

@@ -20,9 +20,9 @@ class PostgresGraphReader:
         self,
         db: Database,
         *,
-        max_nodes: int = 2000,
-        links_per_node: int = 100,
-        links_per_hop: int = 5000,
+        max_nodes: int = 800,
+        links_per_node: int = 40,
+        links_per_hop: int = 2000,
     ) -> None:
         self.db = db
         self.max_nodes = max_nodes

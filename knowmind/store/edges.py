@@ -241,8 +241,8 @@ async def neighbour_links(
     tenant_id: UUID,
     frontier: Sequence[UUID],
     *,
-    per_node: int = 100,
-    max_links: int = 5000,
+    per_node: int = 40,
+    max_links: int = 2000,
 ) -> list[tuple[UUID, str, UUID, str, float]]:
     """Current edges and mentions touching the frontier: (a, a kind, b, b kind, weight).
 

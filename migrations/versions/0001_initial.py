@@ -16,6 +16,7 @@ branch_labels = None
 depends_on = None
 
 TENANT_TABLES = ("api_tokens", "memories", "chunks")
+HALFVEC_FROM_DIM = 1024
 
 
 def upgrade() -> None:
@@ -23,6 +24,13 @@ def upgrade() -> None:
     model, dim = attrs["embedding_model"], int(attrs["embedding_dim"])
     if dim <= 0 or not model:
         raise RuntimeError("the initial migration needs the embedder's model id and dimension")
+    # half-precision vectors for large embedders (1024-d e5-large: less than half the storage,
+    # HNSW up to 4,000 dimensions); chosen once, when the schema is created
+    storage = attrs.get("embedding_storage") or "auto"
+    if storage == "auto":
+        storage = "halfvec" if dim >= HALFVEC_FROM_DIM else "vector"
+    if storage not in ("vector", "halfvec"):
+        raise RuntimeError(f"embedding storage {storage!r}: expected vector or halfvec")
 
     op.execute("CREATE EXTENSION IF NOT EXISTS vector")
     op.execute(
@@ -47,7 +55,8 @@ def upgrade() -> None:
     op.execute(
         f"""
         INSERT INTO knowmind_meta (key, value)
-        VALUES ('embedding_model', '{model.replace("'", "''")}'), ('embedding_dim', '{dim}')
+        VALUES ('embedding_model', '{model.replace("'", "''")}'), ('embedding_dim', '{dim}'),
+               ('embedding_storage', '{storage}')
         """
     )
     op.execute(
@@ -121,7 +130,7 @@ def upgrade() -> None:
             setweight(to_tsvector(language, coalesce(context, '')), 'A')
             || to_tsvector(language, content)
           ) STORED,
-          embedding vector({dim}) NOT NULL,
+          embedding {storage}({dim}) NOT NULL,
           PRIMARY KEY (tenant_id, id),
           UNIQUE (tenant_id, memory_id, ordinal),
           FOREIGN KEY (tenant_id, memory_id) REFERENCES memories (tenant_id, id) ON DELETE CASCADE
@@ -130,7 +139,9 @@ def upgrade() -> None:
     )
     op.execute("CREATE INDEX chunks_tenant ON chunks (tenant_id)")
     op.execute("CREATE INDEX chunks_tsv ON chunks USING gin (tsv)")
-    op.execute("CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)")
+    op.execute(
+        f"CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding {storage}_cosine_ops)"
+    )
 
     _row_level_security()
     _authentication_function()
