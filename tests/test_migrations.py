@@ -118,7 +118,7 @@ def test_large_embedders_get_halfvec_storage(empty_database_url):
 
 def test_embedding_storage_can_be_chosen_at_creation(empty_database_url):
     upgrade(empty_database_url, "model-small", 8, embedding_storage="halfvec")
-    column, index, stored = asyncio.run(_embedding_type(empty_database_url))
+    column, _, stored = asyncio.run(_embedding_type(empty_database_url))
     assert (column, stored) == ("halfvec(8)", "halfvec")
 
 
@@ -172,7 +172,9 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
         query = vectors[3] + 0.1 * vectors[5]
         found = {}
         for path in ("exact", "hnsw"):
-            found[path] = await vector_candidates(conn, tenant, query, MemoryFilters(), 2, path=path)
+            found[path] = await vector_candidates(
+                conn, tenant, query, MemoryFilters(), 2, path=path
+            )
         plan = await explain_vector_search(conn, tenant, query, MemoryFilters(), 2, "hnsw")
     await engine.dispose()
     return found["exact"], found["hnsw"], plan
