@@ -107,7 +107,10 @@ class Runtime:
         executor = EmbeddingExecutor(embedder)
         reader = graph_reader(db, settings)
         rerank = RerankStep(
-            settings.reranker, settings.rerank_candidates, settings.rerank_timeout_seconds
+            settings.reranker,
+            settings.rerank_candidates,
+            settings.rerank_timeout_seconds,
+            thread=executor.model_thread,
         )
         pipeline = RecallPipeline(
             db,

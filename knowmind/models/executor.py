@@ -1,9 +1,10 @@
 """Async front of an embedder: one worker thread, queued requests merged into batches.
 
 Embedding models on CPU degrade badly when several calls run in parallel threads (they fight for
-the same cores), so every embedding in the process goes through one thread. Queries are served
-before passages, and passage work is cut into slices, so a large ingest never holds a recall's
-query embedding for long.
+the same cores), so every embedding in the process goes through one thread (whose model uses the
+process's cores); the reranker runs its batches on the same thread (``model_thread``), so the two
+models never compete for the cores either. Queries are served before passages, and passage work
+is cut into slices, so a large ingest never holds a recall's query embedding for long.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class EmbeddingExecutor:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowmind-embed")
         self._inbox: asyncio.Queue[_Job] | None = None
         self._worker: asyncio.Task[None] | None = None
+
+    @property
+    def model_thread(self) -> ThreadPoolExecutor:
+        """The one thread CPU model work of this process runs on (shared with the reranker)."""
+        return self._thread
 
     @property
     def model_id(self) -> str:

@@ -23,12 +23,16 @@ class RerankStep:
         candidates: int = 20,
         timeout_s: float = 3.0,
         loaded: LoadedReranker | None = None,
+        thread: ThreadPoolExecutor | None = None,
     ) -> None:
         self.spec = spec
         self.loaded = loaded  # None while the model is still loading
         self.candidates = candidates
         self.timeout_s = timeout_s
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowmind-rerank")
+        # the embedder's model thread when given: the two models then never compete for cores
+        self._thread = thread or ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="knowmind-rerank"
+        )
 
     @property
     def configured(self) -> bool:
