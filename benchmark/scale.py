@@ -111,15 +111,31 @@ async def _measure(
 async def _hnsw_recall_at_10(
     runtime: Runtime, tenant: UUID, vectors: list[np.ndarray]
 ) -> dict[str, Any]:
-    overlaps = []
-    for vector in vectors:
-        found = {}
-        for path in ("exact", "hnsw"):
-            async with runtime.db.tenant_tx(tenant) as conn:
-                rows = await vector_candidates(conn, tenant, vector, MemoryFilters(), 10, path=path)
-            found[path] = {r[0] for r in rows}
-        overlaps.append(len(found["exact"] & found["hnsw"]) / max(1, len(found["exact"])))
-    return {"queries": len(vectors), "recall_at_10": round(float(np.mean(overlaps)), 4)}
+    """Overlap of the HNSW top 10 with the exact top 10, and the HNSW query time, per
+    ``hnsw.ef_search`` (the server uses 100, or the candidate count when larger)."""
+
+    async def top10(vector: np.ndarray, path: Any, ef: int) -> tuple[set[UUID], float]:
+        async with runtime.db.tenant_tx(tenant) as conn:
+            started = time.perf_counter()
+            rows = await vector_candidates(
+                conn, tenant, vector, MemoryFilters(), 10, path=path, ef_search=ef
+            )
+            return {r[0] for r in rows}, (time.perf_counter() - started) * 1000
+
+    exact = [(await top10(v, "exact", 0))[0] for v in vectors]
+    by_ef = {}
+    for ef in (40, 100, 200):
+        found = [await top10(v, "hnsw", ef) for v in vectors]
+        overlap = [len(e & f) / max(1, len(e)) for e, (f, _) in zip(exact, found, strict=True)]
+        by_ef[str(ef)] = {
+            "recall_at_10": round(float(np.mean(overlap)), 4),
+            "p50_ms": percentiles([ms for _, ms in found])["p50"],
+        }
+    return {
+        "queries": len(vectors),
+        "recall_at_10": by_ef["100"]["recall_at_10"],
+        "ef_search": by_ef,
+    }
 
 
 async def run_scale(

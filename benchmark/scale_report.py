@@ -62,7 +62,12 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         "",
         *_concurrency_lines(scale["runs"]),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
-        f"{recall['queries']} real questions): {recall['recall_at_10']}",
+        f"{recall['queries']} real questions): {recall['recall_at_10']} at ef_search 100 ("
+        + ", ".join(
+            f"ef {ef}: {v['recall_at_10']} in {v['p50_ms']} ms"
+            for ef, v in recall.get("ef_search", {}).items()
+        )
+        + ")",
         "- Storage, MB per 1k rows (embedding + HNSW index): "
         + ", ".join(f"{k} {v}" for k, v in storage.items() if "(" in k)
         + f"; halfvec saves {storage['halfvec_saving_at_1024']:.0%} at 1024-d; a whole chunk "
