@@ -26,7 +26,7 @@ from knowmind.store import memories as memory_store
 from knowmind.store.jobs import JobRow
 from knowmind.store.rows import MemoryRow
 
-__all__ = ["MEMORY_TYPES", "MemoryDraft", "MemoryService", "Remembered"]
+__all__ = ["MEMORY_TYPES", "MemoryDraft", "MemoryService", "Remembered", "check_draft"]
 
 MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
 
@@ -72,7 +72,7 @@ class MemoryService:
 
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
-        _check_draft(draft)
+        check_draft(draft)
         sha = content_sha256(draft.content)
         existing = await self._existing(tenant, sha)
         if existing:
@@ -235,7 +235,7 @@ class MemoryService:
         return removed
 
 
-def _check_draft(draft: MemoryDraft) -> None:
+def check_draft(draft: MemoryDraft) -> None:
     if not draft.content.strip():
         raise InvalidInputError("content", "must not be empty")
     if draft.memory_type not in MEMORY_TYPES:

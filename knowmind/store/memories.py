@@ -18,8 +18,10 @@ from knowmind.store.rows import MemoryRow
 
 __all__ = [
     "NewMemory",
+    "chunk_counts",
     "delete_memory",
     "find_by_sha",
+    "find_by_shas",
     "get_memory",
     "insert_chunks",
     "insert_memory",
@@ -55,6 +57,37 @@ async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> 
         ),
         {"tenant": tenant_id, "sha": sha256},
     )
+
+
+async def find_by_shas(
+    conn: AsyncConnection, tenant_id: UUID, shas: Sequence[bytes]
+) -> dict[bytes, UUID]:
+    """{sha256: id} of the current standalone memories with these contents."""
+    if not shas:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT content_sha256, id FROM memories WHERE tenant_id = :tenant "
+            "AND content_sha256 = ANY(:shas) AND document_id IS NULL AND superseded_at IS NULL"
+        ),
+        {"tenant": tenant_id, "shas": list(shas)},
+    )
+    return {bytes(r[0]): r[1] for r in rows}
+
+
+async def chunk_counts(
+    conn: AsyncConnection, tenant_id: UUID, memory_ids: Sequence[UUID]
+) -> dict[UUID, int]:
+    if not memory_ids:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT memory_id, count(*) FROM chunks WHERE tenant_id = :tenant "
+            "AND memory_id = ANY(:ids) GROUP BY memory_id"
+        ),
+        {"tenant": tenant_id, "ids": list(memory_ids)},
+    )
+    return {r[0]: int(r[1]) for r in rows}
 
 
 _INSERT_MEMORY = text(

@@ -1,0 +1,159 @@
+"""Remember many memories at once: per-item results, one transaction per item (a bad item does
+not fail the others), and one embedding call for the chunks of every new item."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import numpy as np
+import structlog
+
+from knowmind.errors import InvalidInputError, KnowmindError
+from knowmind.ingest.chunker import chunk_text
+from knowmind.ingest.extract import EXTRACT_JOB
+from knowmind.ingest.pipeline import passage_text
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.memories import MemoryDraft, MemoryService, check_draft, content_sha256
+from knowmind.store import jobs as job_store
+from knowmind.store import memories as memory_store
+
+__all__ = ["MAX_BATCH_ITEMS", "BatchItemResult", "ItemError", "remember_batch"]
+
+log = structlog.get_logger(__name__)
+
+MAX_BATCH_ITEMS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    """Why one item was not stored; ``field`` names the offending field ("" = the item)."""
+
+    field: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItemResult:
+    index: int
+    status: str  # "created" | "unchanged" | "error"
+    id: UUID | None = None
+    chunks: int = 0
+    job_id: UUID | None = None
+    error: ItemError | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    index: int
+    draft: MemoryDraft
+    sha: bytes
+    contents: list[str] = field(default_factory=list)
+    embeddings: np.ndarray | None = None
+
+
+async def remember_batch(
+    service: MemoryService, who: Principal, items: Sequence[MemoryDraft | ItemError]
+) -> list[BatchItemResult]:
+    """Results in item order. Items already rejected at the edge come in as ``ItemError``."""
+    tenant = tenant_of(who)
+    if len(items) > MAX_BATCH_ITEMS:
+        raise InvalidInputError("items", f"at most {MAX_BATCH_ITEMS} per batch")
+    results: dict[int, BatchItemResult] = {}
+    pending: list[_Pending] = []
+    for index, item in enumerate(items):
+        if isinstance(item, ItemError):
+            results[index] = BatchItemResult(index, "error", error=item)
+            continue
+        try:
+            check_draft(item)
+        except InvalidInputError as exc:
+            results[index] = BatchItemResult(
+                index, "error", error=ItemError(exc.field, exc.message)
+            )
+            continue
+        pending.append(_Pending(index, item, content_sha256(item.content)))
+    async with service.db.tenant_tx(tenant) as conn:
+        existing = await memory_store.find_by_shas(conn, tenant, [p.sha for p in pending])
+        counts = await memory_store.chunk_counts(conn, tenant, list(existing.values()))
+    new = [p for p in pending if p.sha not in existing]
+    for p in pending:
+        if p.sha in existing:
+            memory_id = existing[p.sha]
+            results[p.index] = BatchItemResult(
+                p.index, "unchanged", id=memory_id, chunks=counts.get(memory_id, 0)
+            )
+    await _embed_all(service, new)
+    stored_any = False
+    for p in new:
+        results[p.index] = await _store_one(service, who, p)
+        stored_any = stored_any or results[p.index].status == "created"
+    if stored_any:
+        service.on_job_enqueued()
+    return [results[i] for i in range(len(items))]
+
+
+async def _embed_all(service: MemoryService, items: list[_Pending]) -> None:
+    """Chunk every item, then embed all chunks in one call (the executor batches them)."""
+    settings = service.settings
+    texts: list[str] = []
+    for p in items:
+        p.contents = chunk_text(
+            p.draft.content, settings.chunk_target_chars, settings.chunk_overlap_chars
+        ) or [p.draft.content.strip()]
+        texts += [passage_text(p.draft.title, c) for c in p.contents]
+    vectors = await service.embedder.embed_passages(texts)
+    offset = 0
+    for p in items:
+        p.embeddings = vectors[offset : offset + len(p.contents)]
+        offset += len(p.contents)
+
+
+async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> BatchItemResult:
+    """One item in its own transaction; a failure rolls back this item only."""
+    tenant = tenant_of(who)
+    draft = p.draft
+    assert p.embeddings is not None
+    values = memory_store.NewMemory(
+        title=draft.title,
+        content=draft.content,
+        memory_type=draft.memory_type,
+        tags=list(dict.fromkeys(draft.tags)),
+        source=draft.source,
+        domain=draft.domain,
+        metadata=draft.metadata or {},
+        sha256=p.sha,
+    )
+    try:
+        async with service.db.tenant_tx(tenant) as conn:
+            memory_id = await memory_store.insert_memory(conn, tenant, values)
+            if memory_id is None:  # the same content earlier in this batch, or concurrently
+                found = await memory_store.find_by_shas(conn, tenant, [p.sha])
+                return BatchItemResult(p.index, "unchanged", id=found.get(p.sha))
+            count = await memory_store.insert_chunks(
+                conn,
+                tenant,
+                memory_id,
+                language=who.language,
+                context=draft.title,
+                contents=p.contents,
+                embeddings=p.embeddings,
+            )
+            if draft.relations:
+                await service.graph.attach_inline_relations(
+                    conn, tenant, memory_id, list(draft.relations)
+                )
+            job_id = await job_store.enqueue_job(
+                conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)}
+            )
+    except InvalidInputError as exc:
+        return BatchItemResult(p.index, "error", error=ItemError(exc.field, exc.message))
+    except KnowmindError as exc:
+        return BatchItemResult(p.index, "error", error=ItemError("", str(exc)))
+    except Exception as exc:
+        log.exception("batch.item_failed", index=p.index)
+        return BatchItemResult(
+            p.index, "error", error=ItemError("", f"not stored: {type(exc).__name__}")
+        )
+    return BatchItemResult(p.index, "created", id=memory_id, chunks=count, job_id=job_id)

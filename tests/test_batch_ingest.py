@@ -1,0 +1,108 @@
+"""Bulk ingest: per-item results naming the bad field, one transaction per item (a bad item does
+not fail the others, and leaves nothing behind), one embedding call for the whole batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+import numpy as np
+import pytest
+
+from knowmind.errors import InvalidInputError
+from knowmind.models.executor import EmbeddingExecutor
+from knowmind.services.auth import Principal
+from knowmind.services.batch import MAX_BATCH_ITEMS, ItemError, remember_batch
+from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.memories import MemoryDraft, MemoryService
+from tests.conftest import count_rows, make_tenant
+
+
+class CountingEmbedder:
+    """Test double around the real model: counts the calls that reach the model."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.passage_calls: list[int] = []
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_queries(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        self.passage_calls.append(len(texts))
+        return self.inner.embed_passages(texts)
+
+
+@pytest.fixture
+async def service(db, settings, embedder):
+    counting = CountingEmbedder(embedder)
+    executor = EmbeddingExecutor(counting, max_batch=64)
+    yield MemoryService(db, executor, settings, GraphService(db)), counting
+    await executor.close()
+
+
+async def _principal(client) -> Principal:
+    tenant = await make_tenant(client)
+    return Principal(UUID(tenant.id), frozenset({"write"}), language="german")
+
+
+async def test_good_items_are_stored_and_bad_ones_named(client, db, service):
+    memories, counting = service
+    who = await _principal(client)
+    items = [
+        MemoryDraft(content="Die Firewall in Kassel wurde am Montag erneuert."),
+        MemoryDraft(content="   "),
+        MemoryDraft(content="Backup läuft nachts.", memory_type="dream"),
+        MemoryDraft(
+            content="Anna Meier betreut den Server.",
+            relations=(InlineRelation(predicate="NOT_A_PREDICATE", object="Server"),),
+        ),
+        ItemError("tags", "expected a list"),
+        MemoryDraft(content="Die Firewall in Kassel wurde am Montag erneuert."),
+        MemoryDraft(content="Der Wartungsvertrag endet im Oktober.", tags=("vertrag",)),
+    ]
+    results = await remember_batch(memories, who, items)
+    assert [r.index for r in results] == list(range(len(items)))
+    assert [r.status for r in results] == [
+        "created",
+        "error",
+        "error",
+        "error",
+        "error",
+        "unchanged",
+        "created",
+    ]
+    assert results[1].error is not None and results[1].error.field == "content"
+    assert results[2].error is not None and results[2].error.field == "memory_type"
+    assert results[3].error is not None and results[3].error.field == "relations[0].predicate"
+    assert results[4].error == ItemError("tags", "expected a list")
+    assert results[5].id == results[0].id  # same content twice: stored once
+    assert all(r.chunks == 1 and r.job_id for r in (results[0], results[6]))
+    # the failed relation rolled back its item only: two memories, two chunks
+    assert await count_rows(db, "memories", str(who.tenant_id)) == 2
+    assert await count_rows(db, "chunks", str(who.tenant_id)) == 2
+    # the four new texts that passed validation were embedded in one call
+    assert counting.passage_calls == [4]
+
+
+async def test_a_repeated_batch_changes_nothing(client, db, service):
+    memories, counting = service
+    who = await _principal(client)
+    items = [MemoryDraft(content=f"Serverraum {i} wurde gereinigt.") for i in range(5)]
+    first = await remember_batch(memories, who, items)
+    again = await remember_batch(memories, who, items)
+    assert [r.status for r in first] == ["created"] * 5
+    assert [r.status for r in again] == ["unchanged"] * 5
+    assert [r.id for r in again] == [r.id for r in first]
+    assert [r.chunks for r in again] == [1] * 5
+    assert counting.passage_calls == [5]  # the repeat embedded nothing
+    assert await count_rows(db, "memories", str(who.tenant_id)) == 5
+
+
+async def test_batches_are_limited(client, service):
+    memories, _ = service
+    who = await _principal(client)
+    items = [MemoryDraft(content=f"text {i}") for i in range(MAX_BATCH_ITEMS + 1)]
+    with pytest.raises(InvalidInputError) as raised:
+        await remember_batch(memories, who, items)
+    assert raised.value.field == "items"
