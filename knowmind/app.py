@@ -12,6 +12,7 @@ from litestar.openapi import OpenAPIConfig
 
 from knowmind import __version__
 from knowmind.api.controllers.admin import AdminController
+from knowmind.api.controllers.batch import BatchController
 from knowmind.api.controllers.documents import DocumentController, KnowmindUploadController
 from knowmind.api.controllers.graph import (
     EntityController,
@@ -58,6 +59,7 @@ def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar
             HealthController,
             AdminController,
             MemoryController,
+            BatchController,
             RecallController,
             EntityController,
             RelationController,

@@ -106,3 +106,53 @@ async def test_batches_are_limited(client, service):
     with pytest.raises(InvalidInputError) as raised:
         await remember_batch(memories, who, items)
     assert raised.value.field == "items"
+
+
+async def test_batch_endpoint_answers_per_item(client, tenant):
+    items = [
+        {"content": "Der Drucker im zweiten Stock ist defekt.", "tags": ["it"]},
+        {"content": 42},
+        {"title": "ohne Inhalt"},
+        {
+            "content": "Anna Meier betreut den Drucker.",
+            "relations": [{"predicate": "NOT_A_PREDICATE", "object": "Drucker"}],
+        },
+        {"content": "Metadaten mit NUL", "metadata": {"x": "a\u0000b"}},
+        {"content": "Der Drucker im zweiten Stock ist defekt.", "tags": ["it"]},
+    ]
+    response = await client.post("/v1/memories/batch", json={"items": items}, headers=tenant.write)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["created"], body["unchanged"], body["failed"]) == (1, 1, 4)
+    results = body["results"]
+    assert [r["status"] for r in results] == [
+        "created",
+        "error",
+        "error",
+        "error",
+        "error",
+        "unchanged",
+    ]
+    assert [r["error"]["field"] for r in results[1:5]] == [
+        "content",
+        "content",
+        "relations[0].predicate",
+        "metadata",
+    ]
+    assert results[5]["id"] == results[0]["id"] and results[0]["job_id"]
+    stored = await client.get(f"/v1/memories/{results[0]['id']}", headers=tenant.read)
+    assert stored.json()["tags"] == ["it"]
+    listed = await client.get("/v1/memories", headers=tenant.read)
+    assert len(listed.json()["items"]) == 1
+
+
+async def test_batch_endpoint_limits_and_scope(client, tenant):
+    too_many = {"items": [{"content": f"m {i}"} for i in range(101)]}
+    response = await client.post("/v1/memories/batch", json=too_many, headers=tenant.write)
+    assert response.status_code == 422 and response.json()["field"] == "items"
+    empty = await client.post("/v1/memories/batch", json={"items": []}, headers=tenant.write)
+    assert empty.status_code == 422 and empty.json()["field"] == "items"
+    read_only = await client.post(
+        "/v1/memories/batch", json={"items": [{"content": "x"}]}, headers=tenant.read
+    )
+    assert read_only.status_code == 403

@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERN
 
 from knowmind.errors import InvalidInputError, KnowmindError
 
-__all__ = ["error_response", "exception_handlers"]
+__all__ = ["error_response", "exception_handlers", "field_of_message"]
 
 log = structlog.get_logger(__name__)
 _MSGSPEC_PATH = re.compile(r" - at `\$\.?([^`]*)`")
@@ -23,21 +23,26 @@ def _body(status: int, detail: str, **extra: Any) -> Response[dict[str, Any]]:
     return Response({"status_code": status, "detail": detail, **extra}, status_code=status)
 
 
+def field_of_message(message: str) -> tuple[str, str]:
+    """(field path, message without it) from msgspec's 'Expected `int` - at `$.k`'."""
+    at = _MSGSPEC_PATH.search(message)
+    path = at.group(1) if at else ""
+    missing = _MISSING_FIELD.search(message)
+    if missing:
+        path = f"{path}.{missing.group(1)}" if path else missing.group(1)
+    return path, _MSGSPEC_PATH.sub("", message)
+
+
 def _field_of(error: ValidationException) -> tuple[str, str]:
     """Litestar wraps msgspec's message ('Expected `int` <= 25 - at `$.k`') in ``extra``."""
     extras = error.extra if isinstance(error.extra, list) else []
     for item in extras:
         if isinstance(item, dict) and item.get("message"):
-            message = str(item["message"])
-            at = _MSGSPEC_PATH.search(message)
-            path = at.group(1) if at else ""
-            missing = _MISSING_FIELD.search(message)
-            if missing:
-                path = f"{path}.{missing.group(1)}" if path else missing.group(1)
+            path, message = field_of_message(str(item["message"]))
             key = item.get("key")
             if not path and key not in (None, "data"):
                 path = str(key)
-            return path or "body", _MSGSPEC_PATH.sub("", message)
+            return path or "body", message
     return "body", str(error.detail)
 
 

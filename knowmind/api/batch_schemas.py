@@ -1,0 +1,40 @@
+"""Bulk ingest over REST: ``POST /v1/memories/batch``. Items are validated one by one (each
+against the single-memory schema), so one malformed item fails alone, with its field named."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from msgspec import Meta, Struct
+
+__all__ = ["BatchIn", "BatchItemOut", "BatchOut", "ItemErrorOut"]
+
+MAX_ITEMS = 100
+
+
+class BatchIn(Struct):
+    """Up to 100 memories, each shaped like the body of ``POST /v1/memories``."""
+
+    items: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=MAX_ITEMS)]
+
+
+class ItemErrorOut(Struct):
+    field: str  # e.g. "content", "relations[0].predicate"; "" = the item as a whole
+    message: str
+
+
+class BatchItemOut(Struct):
+    index: int
+    status: Literal["created", "unchanged", "error"]
+    id: UUID | None = None
+    chunks: int = 0
+    job_id: UUID | None = None
+    error: ItemErrorOut | None = None
+
+
+class BatchOut(Struct):
+    created: int
+    unchanged: int
+    failed: int
+    results: list[BatchItemOut]
