@@ -1,4 +1,4 @@
-"""``knowmind serve | migrate | tenant create | token create``."""
+"""``knowmind serve | migrate | tenant create | token create | import | worker | graph``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from uuid import UUID
 
 from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from knowmind.db.engine import Database
 from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
-from knowmind.errors import KnowmindError
+from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.logging import configure_logging
 from knowmind.models.factory import EmbedderSpecError, build_embedder
 from knowmind.services.admin import AdminService
@@ -163,6 +164,71 @@ def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_jsonl(path: Path) -> list[tuple[int, object]]:
+    """(line number, parsed JSON or an ItemError) for every non-blank line."""
+    import json
+
+    from knowmind.services.batch import ItemError
+
+    items: list[tuple[int, object]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append((number, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                items.append((number, ItemError("", f"malformed JSON ({exc.msg})")))
+    return items
+
+
+def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
+    """Memories from a JSON Lines file (one ``POST /v1/memories`` body per line) straight into
+    the database, in batches of 100 through the batch service; extraction jobs are queued for
+    the server's (or ``knowmind worker``'s) job worker."""
+    from tqdm import tqdm
+
+    from knowmind.api.batch_schemas import draft_or_error
+    from knowmind.runtime import Runtime
+    from knowmind.services.auth import Principal
+    from knowmind.services.batch import MAX_BATCH_ITEMS, ItemError, remember_batch
+
+    if not args.file.is_file():
+        raise InvalidInputError("file", f"{args.file} is not a readable file")
+    lines = _read_jsonl(args.file)
+    embedder = build_embedder(settings.embedder, settings.embedder_threads)
+    counts = {"created": 0, "unchanged": 0, "error": 0}
+
+    async def run() -> None:
+        runtime = await Runtime.start(settings, embedder)
+        try:
+            tenant = await runtime.admin.get_tenant(args.tenant)
+            who = Principal(tenant.id, frozenset({"write"}), language=tenant.language)
+            bar = tqdm(total=len(lines), unit="memory", desc=args.file.name, file=sys.stderr)
+            for start in range(0, len(lines), MAX_BATCH_ITEMS):
+                part = lines[start : start + MAX_BATCH_ITEMS]
+                items = [i if isinstance(i, ItemError) else draft_or_error(i) for _, i in part]
+                for (number, _), result in zip(
+                    part, await remember_batch(runtime.memories, who, items), strict=True
+                ):
+                    counts[result.status] += 1
+                    if result.error is not None:
+                        where = result.error.field or "item"
+                        bar.write(f"line {number}: {where}: {result.error.message}", sys.stderr)
+                bar.update(len(part))
+            bar.close()
+        finally:
+            await runtime.close()
+
+    with database(settings) as settings:
+        asyncio.run(run())
+    print(
+        f"{args.file}: {counts['created']} created, {counts['unchanged']} unchanged, "
+        f"{counts['error']} failed"
+    )
+    return 1 if counts["error"] else 0
+
+
 def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
     """The job worker and mirror drainer without the HTTP server."""
     from knowmind.runtime import Runtime
@@ -235,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     tcreate.add_argument("--tenant", required=True, type=UUID)
     tcreate.add_argument("--scopes", default="read,write", help="comma-separated: read,write,admin")
     tcreate.set_defaults(fn=cmd_token_create)
+    load = sub.add_parser(
+        "import", help="import memories from a JSON Lines file (one memory per line)"
+    )
+    load.add_argument("file", type=Path, help="FILE.jsonl: one POST /v1/memories body per line")
+    load.add_argument("--tenant", required=True, type=UUID)
+    load.set_defaults(fn=cmd_import)
     sub.add_parser("worker", help="run the job worker and graph mirror").set_defaults(fn=cmd_worker)
     graph = sub.add_parser("graph", help="graph mirror").add_subparsers(
         dest="action", required=True

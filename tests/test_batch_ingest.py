@@ -3,12 +3,18 @@ not fail the others, and leaves nothing behind), one embedding call for the whol
 
 from __future__ import annotations
 
+import asyncio
+import json
+import uuid
 from collections.abc import Sequence
 from uuid import UUID
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 
+from knowmind import cli
+from knowmind.db.engine import make_engine
 from knowmind.errors import InvalidInputError
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal
@@ -156,3 +162,52 @@ async def test_batch_endpoint_limits_and_scope(client, tenant):
         "/v1/memories/batch", json={"items": [{"content": "x"}]}, headers=tenant.read
     )
     assert read_only.status_code == 403
+
+
+def _count_memories(url: str, tenant_id: str) -> int:
+    async def count() -> int:
+        engine = make_engine(url, 1)
+        async with engine.connect() as conn:
+            found = await conn.scalar(
+                text("SELECT count(*) FROM memories WHERE tenant_id = :t"), {"t": tenant_id}
+            )
+        await engine.dispose()
+        return int(found)
+
+    return asyncio.run(count())
+
+
+def test_cli_import_reports_each_bad_line_and_is_idempotent(
+    settings, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("KNOWMIND_EMBED_THREADS", "2")
+    # keep the suite's logging (bound to the real stdout), not one bound to capsys' buffer
+    monkeypatch.setattr(cli, "configure_logging", lambda *_: None)
+    assert cli.main(["tenant", "create", f"import-{uuid.uuid4().hex[:8]}"]) == 0
+    tenant_id = capsys.readouterr().out.split()[1]
+    lines = [
+        json.dumps({"content": "Der Router in Ulm wurde ersetzt.", "tags": ["netz"]}),
+        json.dumps({"content": "Die Lizenz für das Ticketsystem läuft im Mai aus."}),
+        "",
+        "{not json",
+        json.dumps({"content": ""}),
+        json.dumps({"title": "Kantine", "content": "Die Kantine öffnet um 11:30 Uhr."}),
+    ]
+    source = tmp_path / "memories.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    assert cli.main(["import", str(source), "--tenant", tenant_id]) == 1
+    out, err = capsys.readouterr()
+    assert "3 created, 0 unchanged, 2 failed" in out
+    assert "line 4: item: malformed JSON" in err and "line 5: content:" in err
+    assert _count_memories(settings.database_url, tenant_id) == 3
+    assert cli.main(["import", str(source), "--tenant", tenant_id]) == 1
+    assert "0 created, 3 unchanged, 2 failed" in capsys.readouterr().out
+    assert _count_memories(settings.database_url, tenant_id) == 3
+
+
+def test_cli_import_names_a_missing_file(settings, monkeypatch, capsys):
+    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database_url)
+    monkeypatch.setattr(cli, "configure_logging", lambda *_: None)
+    code = cli.main(["import", "/nonexistent/m.jsonl", "--tenant", str(uuid.uuid4())])
+    assert code == 1 and "file:" in capsys.readouterr().err

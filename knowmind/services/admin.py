@@ -42,6 +42,13 @@ class AdminService:
             except tenant_store.DuplicateTenantError as exc:
                 raise ConflictError(f"a tenant named {name.strip()!r} exists already") from exc
 
+    async def get_tenant(self, tenant_id: UUID) -> TenantRow:
+        async with self.db.owner_tx() as conn:
+            row = await tenant_store.get_tenant(conn, tenant_id)
+        if row is None:
+            raise NotFoundError(f"tenant {tenant_id} not found")
+        return row
+
     async def list_tenants(self) -> list[TenantRow]:
         async with self.db.owner_tx() as conn:
             return await tenant_store.list_tenants(conn)
