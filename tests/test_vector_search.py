@@ -73,16 +73,21 @@ async def test_path_follows_the_tenant_size(db, tenants):
         assert await choose_vector_path(conn, small, 0) == "hnsw"
 
 
-TIME_AND_TYPE = MemoryFilters(
-    memory_type="episodic",
-    as_of=datetime.now(UTC) + timedelta(seconds=5),
-    known_at=datetime.now(UTC) + timedelta(seconds=5),
-)
+def _time_and_type(moment: datetime | None = None) -> MemoryFilters:
+    """Episodic memories as valid and as known at ``moment`` (default: now)."""
+    moment = moment or datetime.now(UTC)
+    return MemoryFilters(memory_type="episodic", as_of=moment, known_at=moment)
 
 
-@pytest.mark.parametrize("filters", [MemoryFilters(), TIME_AND_TYPE], ids=["now", "type+time"])
-async def test_hnsw_path_walks_the_index_whatever_the_time_predicates(db, tenants, filters):
+@pytest.mark.parametrize("when", ["none", "now", "past"])
+async def test_hnsw_path_walks_the_index_whatever_the_time_predicates(db, tenants, when):
     large, _ = tenants
+    filters = {
+        "none": MemoryFilters(),
+        "now": _time_and_type(),
+        # a moment before every row: the planner expects no rows and must still walk the index
+        "past": _time_and_type(datetime.now(UTC) - timedelta(days=365)),
+    }[when]
     async with db.tenant_tx(large) as conn:
         plan = await explain_vector_search(conn, large, _query(3), filters, 10, "hnsw")
     assert "Index Scan using chunks_embedding" in plan, plan
@@ -92,7 +97,7 @@ async def test_hnsw_path_walks_the_index_whatever_the_time_predicates(db, tenant
 async def test_exact_path_reads_only_the_tenants_rows(db, tenants):
     _, small = tenants
     async with db.tenant_tx(small) as conn:
-        plan = await explain_vector_search(conn, small, _query(4), TIME_AND_TYPE, 10, "exact")
+        plan = await explain_vector_search(conn, small, _query(4), _time_and_type(), 10, "exact")
     assert "chunks_embedding" not in plan, plan
     assert "Seq Scan on chunks" not in plan, plan
     assert "chunks_tenant" in plan or "chunks_pkey" in plan, plan
@@ -121,7 +126,8 @@ async def test_both_paths_find_the_tenants_nearest_rows(db, tenants):
 async def test_exact_path_applies_the_filters(db, tenants):
     _, small = tenants
     async with db.tenant_tx(small) as conn:
-        rows = await vector_candidates(conn, small, _query(5), TIME_AND_TYPE, 50, path="exact")
+        filters = _time_and_type()
+        rows = await vector_candidates(conn, small, _query(5), filters, 50, path="exact")
         kinds = await conn.execute(
             text("SELECT DISTINCT memory_type FROM memories WHERE id = ANY(:ids)"),
             {"ids": [m for _, m, _ in rows]},

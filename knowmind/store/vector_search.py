@@ -9,9 +9,10 @@ counts the tenant's rows up to a threshold first (an index-only probe, bounded w
   top ``limit`` sorted — exact, a few milliseconds for a few thousand rows;
 - ``hnsw``: the HNSW index with iterative scans, so filters keep the scan going until ``limit``
   rows pass. With only the time predicates and the memory type (filters most rows pass) the
-  planner is told not to sort (``enable_sort`` off for this statement's transaction), so a
-  misestimate cannot turn the index walk into a scan of the tenant; with selective filters
-  (tags, source, domain, document) the planner chooses between the index and filtering first.
+  planner is told not to sort and not to scan tables (``enable_sort``, ``enable_seqscan`` off
+  for this statement's transaction), so a misestimate of a time predicate cannot turn the index
+  walk into a scan; with selective filters (tags, source, domain, document) the planner chooses
+  between the index and filtering first.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ async def _prepare(
     await conn.execute(
         text(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', :ef, true), set_config('enable_sort', :sort, true)"
+            "set_config('hnsw.ef_search', :ef, true), set_config('enable_sort', :planner, true), "
+            "set_config('enable_seqscan', :planner, true)"
         ),
-        {"ef": str(ef_search), "sort": "on" if selective else "off"},
+        {"ef": str(ef_search), "planner": "on" if selective else "off"},
     )
 
 
