@@ -5,7 +5,7 @@ against exact search; storage per 1k chunks (vector(384), halfvec(1024)); ingest
 (``{"runs": [{"tenant_chunks", "corpus_chunks", "concurrency", "embedding", "req_per_s",
 "p50_ms", "p95_ms", "stages_p50_ms"}], ...}``), DIR/scale.md and DIR/scale_latency.png.
 Layouts: ``full`` (one tenant of 100k chunks, one of 10k, 100 of 1k, 1,000 of 100), ``1m``
-(full plus a 1M-chunk tenant: ``--scale-1m``) and ``quick`` (CI: 5k, 1k and 100-chunk tenants).
+(full plus a 1M-chunk tenant: ``--scale-1m``) and ``quick`` (CI: 3k, 1k and 100-chunk tenants).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _layout(big: Sequence[int], thousands: int, hundreds: int) -> list[TenantSpe
 
 
 LAYOUTS = {
-    "quick": {"tenants": _layout([5000], 5, 50), "sentences": 400, "queries": 15},
+    "quick": {"tenants": _layout([3000], 3, 30), "sentences": 300, "queries": 12},
     "full": {"tenants": _layout([100_000, 10_000], 100, 1000), "sentences": 3000, "queries": 60},
     "1m": {
         "tenants": _layout([1_000_000, 100_000, 10_000], 100, 1000),
