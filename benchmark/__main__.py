@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             if server is not None:
                 server.stop()
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    if results["scale"]:
+        (args.out / "scale.json").write_text(json.dumps(results["scale"], indent=1))
     write_report(results, args.out)
     print(f"wrote {args.out / 'results.json'} and {args.out / 'report.md'}", file=sys.stderr)
     return 0
