@@ -8,6 +8,7 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.schemas import RecallFilters, RecallHit, RecallIn, RecallOut
+from knowmind.contract.outputs import recall_result
 from knowmind.recall.pipeline import RecallOptions
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
@@ -43,25 +44,11 @@ class RecallController(Controller):
         outcome = await runtime.recall.recall(
             principal, data.query, options, filters, hops=data.hops, explain=data.explain
         )
-        hits = [
-            RecallHit(
-                memory_id=r.chunk.memory_id,
-                chunk_id=r.chunk.chunk_id,
-                title=r.chunk.title,
-                content=r.chunk.content,
-                source=r.chunk.source,
-                memory_type=r.chunk.memory_type,
-                created_at=r.chunk.created_at,
-                score=round(r.score, 6),
-                stages=r.stages,
-                rerank_score=None if r.rerank_score is None else round(r.rerank_score, 6),
-            )
-            for r in outcome.results
-        ]
+        result = recall_result(outcome)
         return RecallOut(
-            results=hits,
+            results=[RecallHit(**hit) for hit in result["results"]],
             timings_ms=outcome.timings_ms,
-            degraded=bool(outcome.degraded_reasons),
-            degraded_reasons=outcome.degraded_reasons,
+            degraded=result["degraded"],
+            degraded_reasons=result["degraded_reasons"],
             explain=outcome.explain,
         )
