@@ -9,11 +9,15 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from knowmind.errors import InvalidInputError
+
 __all__ = [
+    "CLASS_PATTERN",
     "HOPS_DEFAULT",
     "K_DEFAULT",
     "MEMORY_TYPES",
     "NO_NUL",
+    "PREDICATE_PATTERN",
     "Aliases",
     "ClassName",
     "Confidence",
@@ -33,6 +37,7 @@ __all__ = [
     "Text",
     "Title",
     "json_schema",
+    "reject_nul",
 ]
 
 #: PostgreSQL text and jsonb cannot hold NUL characters.
@@ -98,3 +103,16 @@ def _strip_nul(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(cleaned.get("items"), dict):
         cleaned["items"] = _strip_nul(cleaned["items"])
     return cleaned
+
+
+def reject_nul(value: Any, field: str) -> None:
+    """Refuse NUL anywhere in a free-form value (keys and items of jsonb included)."""
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidInputError(field, "must not contain NUL characters")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            reject_nul(key, field)
+            reject_nul(item, field)
+    elif isinstance(value, list):
+        for item in value:
+            reject_nul(item, field)

@@ -7,19 +7,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from knowmind.contract.outputs import (
-    document_result,
-    inline_relations,
-    memory_preview,
-    recall_result,
-    remembered,
-)
 from knowmind.mcp.catalogue import SPECS, ToolSpec
 from knowmind.recall.pipeline import RecallOptions
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.documents import DocumentDraft
 from knowmind.services.memories import MemoryDraft
+from knowmind.services.outputs import (
+    document_result,
+    inline_relations,
+    memory_preview,
+    recall_result,
+    remembered,
+)
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["TOOLS", "Tool", "listed_tools"]

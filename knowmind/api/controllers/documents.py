@@ -13,10 +13,10 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CON
 
 from knowmind.api.document_schemas import DocumentIn, DocumentOut, KnowmindDocumentIn
 from knowmind.api.errors import error_response, exception_handlers
-from knowmind.contract.outputs import document_result, inline_relations
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult
+from knowmind.services.outputs import document_result, inline_relations
 
 __all__ = ["DocumentController", "KnowmindUploadController"]
 

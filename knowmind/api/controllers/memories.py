@@ -12,11 +12,11 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.schemas import JobRef, MemoryIn, MemoryList, MemoryOut, RememberOut, SupersedeIn
-from knowmind.contract.outputs import inline_relations, memory_fields, remembered
-from knowmind.errors import InvalidInputError
+from knowmind.contract.limits import reject_nul
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
+from knowmind.services.outputs import inline_relations, memory_fields, remembered
 from knowmind.store.rows import MemoryRow
 
 __all__ = ["MemoryController"]
@@ -24,19 +24,6 @@ __all__ = ["MemoryController"]
 
 def memory_out(row: MemoryRow) -> MemoryOut:
     return MemoryOut(**memory_fields(row))
-
-
-def _reject_nul(value: Any, field: str) -> None:
-    """PostgreSQL text and jsonb cannot hold NUL characters."""
-    if isinstance(value, str) and "\x00" in value:
-        raise InvalidInputError(field, "must not contain NUL characters")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _reject_nul(key, field)
-            _reject_nul(item, field)
-    elif isinstance(value, list):
-        for item in value:
-            _reject_nul(item, field)
 
 
 class MemoryController(Controller):
@@ -53,7 +40,7 @@ class MemoryController(Controller):
     ) -> Response[RememberOut]:
         """Store a memory. Extraction runs in the background (poll ``GET /v1/jobs/{job_id}``)
         unless ``?wait=true``."""
-        _reject_nul(data.metadata, "metadata")
+        reject_nul(data.metadata, "metadata")
         draft = MemoryDraft(
             content=data.content,
             title=data.title,

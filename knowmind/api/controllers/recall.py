@@ -8,10 +8,10 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.schemas import RecallFilters, RecallHit, RecallIn, RecallOut
-from knowmind.contract.outputs import recall_result
 from knowmind.recall.pipeline import RecallOptions
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.outputs import recall_result
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["RecallController"]
