@@ -141,10 +141,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     peers = _peers() if any(s in PEERS for s in systems) else {}
     started = time.perf_counter()
     try:
-        while (
-            runtime.recall.pipeline.rerank.configured
-            and runtime.recall.pipeline.rerank.loaded is None
-        ):
+        while runtime.recall.pipeline.rerank.status().loading:
             await asyncio.sleep(0.2)
         capabilities = await _capabilities(runtime)
         results = []
@@ -181,9 +178,7 @@ def _peers() -> dict[str, Any]:
 
 
 async def _capabilities(runtime: Runtime) -> dict[str, Any]:
-    from knowmind.services.capabilities import describe
-
-    return await describe(runtime)
+    return await runtime.health.capabilities()
 
 
 def main(argv: list[str] | None = None) -> int:

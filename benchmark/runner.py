@@ -75,7 +75,7 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
     await asyncio.gather(*(one(d) for d in dataset.docs))
     bar.close()
     remembered = time.perf_counter() - started
-    while (await runtime.stats(who))["pending_jobs"]:
+    while (await runtime.health.stats(who))["pending_jobs"]:
         await asyncio.sleep(0.2)
     return {
         "documents": len(dataset.docs),

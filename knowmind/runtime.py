@@ -5,18 +5,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-import structlog
-from sqlalchemy import text
-
 from knowmind.db.engine import Database
-from knowmind.db.migrate import check_embedding_model, head_revision, revision_of
+from knowmind.db.migrate import check_embedding_model
 from knowmind.graph.base import GraphReader
 from knowmind.graph.postgres_reader import PostgresGraphReader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
-from knowmind.models.rerank import load_reranker
 from knowmind.recall.bm25 import FullTextStage
 from knowmind.recall.graph import GraphStage
 from knowmind.recall.identity import IdentityStage
@@ -24,16 +20,13 @@ from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
-from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.documents import DocumentService
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
+from knowmind.services.health import HealthService, HostFacts
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.settings import Settings
-from knowmind.store.jobs import job_backlog
-from knowmind.store.outbox import outbox_lag
-from knowmind.store.stats import tenant_stats
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
@@ -67,8 +60,6 @@ def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
 
 __all__ = ["Runtime"]
 
-log = structlog.get_logger(__name__)
-
 
 @dataclass(slots=True)
 class Runtime:
@@ -83,6 +74,7 @@ class Runtime:
     documents: DocumentService
     erasure: ErasureService
     graph_reader: GraphReader
+    health: HealthService
     mirror: MirrorDrainer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -127,6 +119,19 @@ class Runtime:
             {EXTRACT_JOB: Extraction(db, settings.extractor_list)},
             poll_seconds=settings.job_poll_seconds,
         )
+        tasks: list[asyncio.Task[None]] = []
+        mirror = mirror_drainer(db, settings)
+        health = HealthService(
+            db,
+            executor,
+            pipeline,
+            reader,
+            mirror,
+            HostFacts(settings.embedder, tuple(settings.extractor_list)),
+            jobs_running=lambda: any(
+                t.get_name() == "knowmind-jobs" and not t.done() for t in tasks
+            ),
+        )
         return cls(
             settings=settings,
             db=db,
@@ -139,7 +144,9 @@ class Runtime:
             documents=DocumentService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.neo4j_url)),
             graph_reader=reader,
-            mirror=mirror_drainer(db, settings),
+            health=health,
+            mirror=mirror,
+            _tasks=tasks,
         )
 
     @property
@@ -148,15 +155,8 @@ class Runtime:
 
     def start_loading_reranker(self) -> None:
         """Loading a cross-encoder takes seconds (torch): do it without holding up start-up."""
-        step = self.recall.pipeline.rerank
-
-        async def load() -> None:
-            step.loaded = await asyncio.to_thread(
-                load_reranker, self.settings.reranker, self.settings.embed_threads
-            )
-            log.info("reranker.loaded", active=step.loaded.active, reason=step.loaded.reason)
-
-        self._tasks.append(asyncio.create_task(load(), name="knowmind-reranker-load"))
+        load = self.recall.pipeline.rerank.load(self.settings.embed_threads)
+        self._tasks.append(asyncio.create_task(load, name="knowmind-reranker-load"))
 
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""
@@ -177,74 +177,3 @@ class Runtime:
             await close_reader()
         await self.embedder.close()
         await self.db.dispose()
-
-    async def stats(self, who: Principal) -> dict[str, object]:
-        """Counts for the caller's tenant, and how far the graph mirror lags behind."""
-        tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
-            counts: dict[str, object] = dict(await tenant_stats(conn, tenant))
-        if self.mirror is not None:
-            async with self.db.owner_tx() as conn:
-                pending, oldest = await outbox_lag(conn, tenant)
-            counts["mirror_lag"] = {"pending_changes": pending, "oldest_change_age_s": oldest}
-        return counts
-
-    async def health_detail(self) -> dict[str, object]:
-        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
-        checks = await self.readiness()
-        rerank = self.recall.pipeline.rerank
-        if not rerank.configured:
-            reranker = {"status": "disabled"}
-        elif rerank.loaded is None:
-            reranker = {"status": "loading"}
-        else:
-            reranker = {
-                "status": "ok" if rerank.loaded.active else "unavailable",
-                "reason": rerank.loaded.reason,
-            }
-        jobs_running = any(t.get_name() == "knowmind-jobs" and not t.done() for t in self._tasks)
-        async with self.db.owner_tx() as conn:
-            backlog = await job_backlog(conn)
-        return {
-            "postgres": {"status": checks["database"], "schema": checks["schema"]},
-            "graph_mirror": await self.mirror_report(),
-            "embedder": {"status": checks["embedder"], "model": self.embedder.model_id},
-            "reranker": reranker,
-            "job_worker": {
-                "status": "ok" if jobs_running else "not running in this process",
-                **backlog,
-            },
-        }
-
-    async def mirror_report(self) -> dict[str, object]:
-        """The mirror's state and lag (changes not yet in Neo4j, age of the oldest)."""
-        if self.mirror is None:
-            return {"status": "disabled"}
-        async with self.db.owner_tx() as conn:
-            pending, oldest = await outbox_lag(conn)
-        status = self.mirror.status
-        return {
-            "status": "ok" if status.connected and not status.last_error else "degraded",
-            "pending_changes": pending,
-            "oldest_change_age_s": round(oldest, 3),
-            "last_error": status.last_error,
-        }
-
-    async def readiness(self) -> dict[str, str]:
-        """Per component: "ok" or what is wrong."""
-        checks: dict[str, str] = {}
-        try:
-            async with self.db.app.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-            checks["database"] = "ok"
-        except Exception as exc:
-            checks["database"] = f"unreachable: {type(exc).__name__}"
-        try:
-            async with self.db.owner.connect() as conn:
-                revision = await revision_of(conn)
-            head = head_revision()
-            checks["schema"] = "ok" if revision == head else f"at {revision}, head is {head}"
-        except Exception as exc:
-            checks["schema"] = f"unknown: {type(exc).__name__}"
-        checks["embedder"] = "ok" if self.embedder.dim > 0 else "not loaded"
-        return checks

@@ -130,11 +130,11 @@ async def list_recent(rt: Runtime, who: Principal, a: Args) -> Args:
 
 
 async def get_stats(rt: Runtime, who: Principal, a: Args) -> Args:
-    return await rt.stats(who)
+    return await rt.health.stats(who)
 
 
 async def get_health(rt: Runtime, who: Principal, a: Args) -> Args:
-    return await rt.health_detail()
+    return await rt.health.health_detail()
 
 
 async def get_schema(rt: Runtime, who: Principal, a: Args) -> Args:
