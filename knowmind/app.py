@@ -15,11 +15,11 @@ from knowmind.api.controllers.admin import AdminController
 from knowmind.api.controllers.documents import DocumentController, KnowmindUploadController
 from knowmind.api.controllers.graph import (
     EntityController,
-    JobController,
     RelationController,
     SchemaController,
 )
 from knowmind.api.controllers.health import HealthController
+from knowmind.api.controllers.jobs import JobController
 from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers

@@ -24,6 +24,7 @@ from knowmind.services.documents import DocumentService
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.health import HealthService, HostFacts
+from knowmind.services.jobs import JobService
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.settings import Settings
@@ -70,7 +71,8 @@ class Runtime:
     memories: MemoryService
     recall: RecallService
     graph: GraphService
-    jobs: JobWorker
+    jobs: JobService
+    job_worker: JobWorker
     documents: DocumentService
     erasure: ErasureService
     graph_reader: GraphReader
@@ -114,7 +116,7 @@ class Runtime:
             rerank=rerank,
         )
         graph = GraphService(db)
-        jobs = JobWorker(
+        worker = JobWorker(
             db,
             {EXTRACT_JOB: Extraction(db, settings.extractor_list)},
             poll_seconds=settings.job_poll_seconds,
@@ -137,11 +139,12 @@ class Runtime:
             db=db,
             embedder=executor,
             admin=AdminService(db, embedder.model_id, embedder.dim),
-            memories=MemoryService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
+            memories=MemoryService(db, executor, settings, graph, on_job_enqueued=worker.wake),
             recall=RecallService(pipeline, settings),
             graph=graph,
-            jobs=jobs,
-            documents=DocumentService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
+            jobs=JobService(db, settings.wait_timeout_seconds),
+            job_worker=worker,
+            documents=DocumentService(db, executor, settings, graph, on_job_enqueued=worker.wake),
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.neo4j_url)),
             graph_reader=reader,
             health=health,
@@ -160,7 +163,7 @@ class Runtime:
 
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""
-        self._tasks.append(asyncio.create_task(self.jobs.run_forever(), name="knowmind-jobs"))
+        self._tasks.append(asyncio.create_task(self.job_worker.run_forever(), name="knowmind-jobs"))
         if self.mirror is not None:
             self._tasks.append(
                 asyncio.create_task(self.mirror.run_forever(), name="knowmind-mirror")

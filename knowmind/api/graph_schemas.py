@@ -1,9 +1,9 @@
-"""Request and response bodies of the graph API (entities, relations, schema, jobs)."""
+"""Request and response bodies of the graph API (entities, relations, schema)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 import msgspec
@@ -24,7 +24,6 @@ __all__ = [
     "EntityIn",
     "EntityOut",
     "EntitySearchOut",
-    "JobOut",
     "LinkIn",
     "LinkOut",
     "NodeRef",
@@ -111,14 +110,3 @@ class PredicateIn(Struct):
     new_classes: Annotated[list[ClassName], Meta(max_length=20)] = msgspec.field(
         default_factory=list
     )
-
-
-class JobOut(Struct):
-    id: UUID
-    kind: str
-    status: str
-    attempts: int
-    last_error: str | None
-    result: dict[str, Any] | None
-    created_at: datetime
-    finished_at: datetime | None

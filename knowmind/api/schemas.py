@@ -32,6 +32,8 @@ from knowmind.contract.limits import (
 )
 
 __all__ = [
+    "JobOut",
+    "JobRef",
     "MemoryIn",
     "MemoryList",
     "MemoryOut",
@@ -112,6 +114,17 @@ class JobRef(Struct):
     status: str
     result: dict[str, Any] | None = None
     last_error: str | None = None
+
+
+class JobOut(Struct):
+    id: UUID
+    kind: str
+    status: str
+    attempts: int
+    last_error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    finished_at: datetime | None
 
 
 class RememberOut(Struct):

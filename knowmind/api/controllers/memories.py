@@ -54,7 +54,7 @@ class MemoryController(Controller):
         done = await runtime.memories.remember(principal, draft)
         job = None
         if wait and done.job_id is not None:
-            row = await runtime.memories.wait_for_job(principal, done.job_id)
+            row = await runtime.jobs.wait_for_job(principal, done.job_id)
             job = JobRef(id=row.id, status=row.status, result=row.result, last_error=row.last_error)
         status = HTTP_201_CREATED if done.status == "created" else HTTP_200_OK
         body = RememberOut(**remembered(done), job=job)
