@@ -15,7 +15,7 @@ from tqdm import tqdm
 from benchmark.datasets import Dataset
 from benchmark.metrics import aggregate, per_query
 from knowmind.ingest.pipeline import passage_text
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
@@ -93,9 +93,8 @@ async def run_pipeline_system(
     for query in tqdm(dataset.queries, desc=f"{dataset.name}/{name}", leave=False):
         # baselines are plain rankings; knowmind systems rerank when a reranker is active
         rerank = None if name.startswith("knowmind") else False
-        outcome = await runtime.recall.recall(
-            who, query.text, RecallOptions(k=K, stages=stages, rerank=rerank), hops=2
-        )
+        request = RecallRequest(text=query.text, k=K, stages=stages, rerank=rerank, hops=2)
+        outcome = await runtime.recall.recall(who, request)
         ranking = [r.chunk.source or "" for r in outcome.results]
         scores = per_query(ranking, dataset.qrels[query.id])
         rows.append(scores)

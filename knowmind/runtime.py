@@ -140,7 +140,7 @@ class Runtime:
             embedder=executor,
             admin=AdminService(db, embedder.model_id, embedder.dim),
             memories=MemoryService(db, executor, settings, graph, on_job_enqueued=worker.wake),
-            recall=RecallService(pipeline, settings),
+            recall=RecallService(pipeline, settings.recall_candidates),
             graph=graph,
             jobs=JobService(db, settings.wait_timeout_seconds),
             job_worker=worker,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowmind.mcp.catalogue import SPECS, ToolSpec
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.documents import DocumentDraft
@@ -35,15 +35,16 @@ class Tool:
 
 
 async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
-    outcome = await rt.recall.recall(who, a["query"], RecallOptions(k=a["k"]), hops=a["hops"])
+    request = RecallRequest(text=a["query"], k=a["k"], hops=a["hops"])
+    outcome = await rt.recall.recall(who, request)
     return recall_result(outcome, with_stages=False)
 
 
 async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     """Without ``as_of`` the filter is "valid now" by the database's clock."""
     as_of: datetime | None = a.get("as_of")
-    filters = MemoryFilters(as_of=as_of)
-    outcome = await rt.recall.recall(who, a["query"], RecallOptions(k=a["k"]), filters)
+    request = RecallRequest(text=a["query"], k=a["k"], filters=MemoryFilters(as_of=as_of))
+    outcome = await rt.recall.recall(who, request)
     return {"as_of": as_of or datetime.now(UTC), **recall_result(outcome, with_stages=False)}
 
 

@@ -8,7 +8,7 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.schemas import RecallFilters, RecallHit, RecallIn, RecallOut
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.outputs import recall_result
@@ -38,12 +38,17 @@ class RecallController(Controller):
             as_of=data.as_of,
             known_at=data.known_at,
         )
-        options = RecallOptions(
-            k=data.k, stages=data.stages, weights=data.weights, rerank=data.rerank
+        request = RecallRequest(
+            text=data.query,
+            filters=filters,
+            k=data.k,
+            stages=data.stages,
+            weights=data.weights,
+            rerank=data.rerank,
+            hops=data.hops,
+            explain=data.explain,
         )
-        outcome = await runtime.recall.recall(
-            principal, data.query, options, filters, hops=data.hops, explain=data.explain
-        )
+        outcome = await runtime.recall.recall(principal, request)
         result = recall_result(outcome)
         return RecallOut(
             results=[RecallHit(**hit) for hit in result["results"]],
