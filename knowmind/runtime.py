@@ -27,12 +27,12 @@ from knowmind.services.health import HealthService, HostFacts
 from knowmind.services.jobs import JobService
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
-from knowmind.settings import Settings
+from knowmind.settings import GraphSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
 
-def graph_reader(db: Database, settings: Settings) -> GraphReader:
+def graph_reader(db: Database, settings: GraphSettings) -> GraphReader:
     if settings.graph_backend == "neo4j":
         from knowmind.graph.neo4j_reader import Neo4jGraphReader
 
@@ -41,7 +41,7 @@ def graph_reader(db: Database, settings: Settings) -> GraphReader:
     return PostgresGraphReader(db)
 
 
-def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
+def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | None:
     if not settings.neo4j_url:
         return None
     from knowmind.graph.neo4j_mirror import Neo4jMirror
@@ -82,24 +82,26 @@ class Runtime:
 
     @classmethod
     async def start(cls, settings: Settings, embedder: Embedder | None = None) -> Runtime:
-        """``settings.database_url`` must point at a migrated database."""
-        if not settings.database_url:
-            raise ValueError("Runtime.start needs settings.database_url")
+        """``settings.database.database_url`` must point at a migrated database."""
+        if not settings.database.database_url:
+            raise ValueError("Runtime.start needs settings.database.database_url")
         if embedder is None:
             embedder = await asyncio.to_thread(
-                build_embedder, settings.embedder, settings.embed_threads
+                build_embedder, settings.models.embedder, settings.models.embed_threads
             )
-        await check_embedding_model(settings.database_url, embedder.model_id, embedder.dim)
+        await check_embedding_model(settings.database.database_url, embedder.model_id, embedder.dim)
         db = Database.connect(
-            settings.database_url,
-            settings.app_database_url,
-            settings.db_pool_size,
-            graph_mirror=bool(settings.neo4j_url),
+            settings.database.database_url,
+            settings.database.app_database_url,
+            settings.database.db_pool_size,
+            graph_mirror=bool(settings.graph.neo4j_url),
         )
         executor = EmbeddingExecutor(embedder)
-        reader = graph_reader(db, settings)
+        reader = graph_reader(db, settings.graph)
         rerank = RerankStep(
-            settings.reranker, settings.rerank_candidates, settings.rerank_timeout_seconds
+            settings.models.reranker,
+            settings.models.rerank_candidates,
+            settings.models.rerank_timeout_seconds,
         )
         pipeline = RecallPipeline(
             db,
@@ -110,26 +112,26 @@ class Runtime:
                 GraphStage(reader),
                 IdentityStage(),
             ],
-            rrf_k=settings.rrf_k,
-            stage_timeout_s=settings.stage_timeout_seconds,
-            default_weights=settings.weights,
+            rrf_k=settings.recall.rrf_k,
+            stage_timeout_s=settings.recall.stage_timeout_seconds,
+            default_weights=settings.recall.weights,
             rerank=rerank,
         )
         graph = GraphService(db)
         worker = JobWorker(
             db,
-            {EXTRACT_JOB: Extraction(db, settings.extractor_list)},
-            poll_seconds=settings.job_poll_seconds,
+            {EXTRACT_JOB: Extraction(db, settings.ingest.extractor_list)},
+            poll_seconds=settings.ingest.job_poll_seconds,
         )
         tasks: list[asyncio.Task[None]] = []
-        mirror = mirror_drainer(db, settings)
+        mirror = mirror_drainer(db, settings.graph)
         health = HealthService(
             db,
             executor,
             pipeline,
             reader,
             mirror,
-            HostFacts(settings.embedder, tuple(settings.extractor_list)),
+            HostFacts(settings.models.embedder, tuple(settings.ingest.extractor_list)),
             jobs_running=lambda: any(
                 t.get_name() == "knowmind-jobs" and not t.done() for t in tasks
             ),
@@ -139,13 +141,17 @@ class Runtime:
             db=db,
             embedder=executor,
             admin=AdminService(db, embedder.model_id, embedder.dim),
-            memories=MemoryService(db, executor, settings, graph, on_job_enqueued=worker.wake),
-            recall=RecallService(pipeline, settings.recall_candidates),
+            memories=MemoryService(
+                db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
+            ),
+            recall=RecallService(pipeline, settings.recall.recall_candidates),
             graph=graph,
-            jobs=JobService(db, settings.wait_timeout_seconds),
+            jobs=JobService(db, settings.ingest.wait_timeout_seconds),
             job_worker=worker,
-            documents=DocumentService(db, executor, settings, graph, on_job_enqueued=worker.wake),
-            erasure=ErasureService(db, graph, mirror_enabled=bool(settings.neo4j_url)),
+            documents=DocumentService(
+                db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
+            ),
+            erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
             graph_reader=reader,
             health=health,
             mirror=mirror,
@@ -158,7 +164,7 @@ class Runtime:
 
     def start_loading_reranker(self) -> None:
         """Loading a cross-encoder takes seconds (torch): do it without holding up start-up."""
-        load = self.recall.pipeline.rerank.load(self.settings.embed_threads)
+        load = self.recall.pipeline.rerank.load(self.settings.models.embed_threads)
         self._tasks.append(asyncio.create_task(load, name="knowmind-reranker-load"))
 
     def start_workers(self) -> None:

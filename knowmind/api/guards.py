@@ -27,7 +27,7 @@ async def auth_guard(connection: ASGIConnection, handler: BaseRouteHandler) -> N
     if token is None:
         raise NotAuthorizedException("missing bearer token", headers=_CHALLENGE)
     runtime = connection.app.state.runtime
-    principal = await authenticate(runtime.db, token, runtime.settings.admin_token)
+    principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
     if principal is None:
         raise NotAuthorizedException("invalid or revoked token", headers=_CHALLENGE)
     refusal = scope_refusal(principal, needed)

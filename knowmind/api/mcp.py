@@ -120,7 +120,7 @@ class MCPController(Controller):
         token = bearer_token(request.headers.get("authorization"))
         if token is None:
             return _unauthorized("missing bearer token")
-        principal = await authenticate(runtime.db, token, runtime.settings.admin_token)
+        principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
         if principal is None:
             return _unauthorized("invalid or revoked token")
         request.state.principal = principal  # the access log names the tenant

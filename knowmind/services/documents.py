@@ -20,7 +20,7 @@ from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.memories import content_sha256
 from knowmind.services.recipe import insert_memory
-from knowmind.settings import Settings
+from knowmind.settings import IngestSettings
 from knowmind.store import documents as document_store
 from knowmind.store import memories as memory_store
 
@@ -61,11 +61,11 @@ class DocumentService:
         self,
         db: Database,
         embedder: EmbeddingExecutor,
-        settings: Settings,
+        ingest: IngestSettings,
         graph: GraphService,
         on_job_enqueued: Callable[[], None] = lambda: None,
     ) -> None:
-        self.db, self.embedder, self.settings, self.graph = db, embedder, settings, graph
+        self.db, self.embedder, self.ingest, self.graph = db, embedder, ingest, graph
         self.on_job_enqueued = on_job_enqueued
 
     async def upload(self, who: Principal, draft: DocumentDraft) -> DocumentResult:
@@ -174,7 +174,7 @@ class DocumentService:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return [c.content for c in draft.chunks], vectors / np.maximum(norms, 1e-12), "client"
         contents = chunk_markdown(
-            draft.content, self.settings.chunk_target_chars, self.settings.chunk_overlap_chars
+            draft.content, self.ingest.chunk_target_chars, self.ingest.chunk_overlap_chars
         ) or [draft.content.strip()]
         embeddings = await self.embedder.embed_passages([passage_text(title, c) for c in contents])
         return contents, embeddings, "server"

@@ -18,7 +18,7 @@ from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.recipe import insert_memory
-from knowmind.settings import Settings
+from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
 from knowmind.store.rows import MemoryRow
 
@@ -56,13 +56,13 @@ class MemoryService:
         self,
         db: Database,
         embedder: EmbeddingExecutor,
-        settings: Settings,
+        ingest: IngestSettings,
         graph: GraphService,
         on_job_enqueued: Callable[[], None] = lambda: None,
     ) -> None:
         self.db = db
         self.embedder = embedder
-        self.settings = settings
+        self.ingest = ingest
         self.graph = graph
         self.on_job_enqueued = on_job_enqueued
 
@@ -77,8 +77,8 @@ class MemoryService:
             self.embedder,
             draft.title,
             draft.content,
-            self.settings.chunk_target_chars,
-            self.settings.chunk_overlap_chars,
+            self.ingest.chunk_target_chars,
+            self.ingest.chunk_overlap_chars,
         )
         values = memory_store.NewMemory(
             title=draft.title,
@@ -135,8 +135,8 @@ class MemoryService:
             self.embedder,
             new_title,
             new_content,
-            self.settings.chunk_target_chars,
-            self.settings.chunk_overlap_chars,
+            self.ingest.chunk_target_chars,
+            self.ingest.chunk_overlap_chars,
         )
         async with self.db.tenant_tx(tenant) as conn:
             old = await memory_store.close_validity(conn, tenant, target_id)

@@ -38,7 +38,7 @@ class AdminController(Controller):
     async def create_tenant(
         self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime]
     ) -> TenantOut:
-        language = data.language or runtime.settings.default_language
+        language = data.language or runtime.settings.database.default_language
         return _tenant_out(await runtime.admin.create_tenant(data.name, language))
 
     @get("/tenants")
