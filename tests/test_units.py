@@ -146,3 +146,31 @@ def test_stage_weights_setting():
         Settings.from_env({"KNOWMIND_GRAPH_BACKEND": "neo4j"})  # without KNOWMIND_NEO4J_URL
     with pytest.raises(SettingsError, match="LLM extraction"):
         Settings.from_env({"KNOWMIND_EXTRACTORS": "gazetteer,llm"})
+
+
+def test_settings_groups_keep_the_variable_names():
+    settings = Settings.from_env({"KNOWMIND_RERANKER": "none", "KNOWMIND_RRF_K": "42"})
+    assert settings.models.reranker == "none" and settings.recall.rrf_k == 42
+    changed = settings.with_overrides(chunk_target_chars=500, graph_batch_size=7)
+    assert (changed.ingest.chunk_target_chars, changed.graph.graph_batch_size) == (500, 7)
+    assert changed.models == settings.models  # other groups untouched
+    with pytest.raises(TypeError, match="no_such_setting"):
+        settings.with_overrides(no_such_setting=1)
+
+
+def test_rerank_status_before_and_without_a_model():
+    from knowmind.models.rerank import LoadedReranker
+    from knowmind.recall.rerank import RerankStep
+
+    off = RerankStep("none").status()
+    assert (off.configured, off.active, off.loading) == (False, False, False)
+    assert off.reason == "no reranker configured"
+    loading = RerankStep("flag:some/model", candidates=7).status()
+    assert (loading.configured, loading.loading, loading.reason) == (True, True, "loading")
+    assert (loading.backend, loading.model, loading.candidates) == ("flag", "some/model", 7)
+    failed = RerankStep("flag:some/model", loaded=LoadedReranker("flag:some/model", None, "gone"))
+    assert (failed.status().loading, failed.status().active, failed.status().reason) == (
+        False,
+        False,
+        "gone",
+    )

@@ -38,12 +38,15 @@ class RecallController(Controller):
             as_of=data.as_of,
             known_at=data.known_at,
         )
+        weights: dict[str, float] | None = (
+            None if data.weights is None else {stage: w for stage, w in data.weights.items()}
+        )
         request = RecallRequest(
             text=data.query,
             filters=filters,
             k=data.k,
             stages=data.stages,
-            weights=data.weights,
+            weights=weights,
             rerank=data.rerank,
             hops=data.hops,
             explain=data.explain,
