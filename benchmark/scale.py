@@ -31,7 +31,7 @@ from benchmark.runner import percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_report import write_scale_report
 from benchmark.scale_storage import measure_ingest, storage_per_1k
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.settings import Settings
@@ -91,7 +91,7 @@ async def _measure(
     async def one(query: str) -> None:
         async with semaphore:
             started = time.perf_counter()
-            outcome = await runtime.recall.recall(who, query, RecallOptions(k=10), hops=2)
+            outcome = await runtime.recall.recall(who, RecallRequest(text=query, k=10, hops=2))
             wall.append((time.perf_counter() - started) * 1000)
             for stage, ms in outcome.timings_ms.items():
                 stages.setdefault(stage, []).append(ms)
@@ -150,9 +150,9 @@ async def run_scale(
     cached_model = CachingEmbedder(model, cache)
     pool = await asyncio.to_thread(sentence_pool, data_dir, spec["sentences"], cached_model)
     tenants: list[TenantSpec] = spec["tenants"]
-    assert settings.database_url
+    assert settings.database.database_url
     with tqdm(total=sum(t.chunks for t in tenants), desc="scale corpus", unit="chunk") as bar:
-        ids, load_s = await bulk_load(settings.database_url, tenants, pool, bar.update)
+        ids, load_s = await bulk_load(settings.database.database_url, tenants, pool, bar.update)
     embedder = QueryCacheEmbedder(model)
     queries = pool.questions[: spec["queries"]]
     embedder.cached = dict(zip(queries, cached_model.embed_queries(queries), strict=True))
@@ -199,7 +199,7 @@ async def run_scale(
                 "load_s": load_s,
             },
             "hnsw_recall_at_10": recall,
-            "vector_exact_max_rows": settings.vector_exact_max_rows,
+            "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
             "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
             "ingest": await measure_ingest(runtime, model, 40 if layout == "quick" else 200),
             "cores": os.cpu_count(),
@@ -228,12 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("json", "warning")
     args.out.mkdir(parents=True, exist_ok=True)
     base = Settings.from_env()
-    model = build_embedder(base.embedder, base.embedder_threads)
+    model = build_embedder(base.models.embedder, base.models.embedder_threads)
     with tempfile.TemporaryDirectory(prefix="knowmind-scale-") as tmp:
-        server = None if base.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
-        url = base.database_url or server.start()  # type: ignore[union-attr]
+        server = None if base.database.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
+        url = base.database.database_url or server.start()  # type: ignore[union-attr]
         try:
-            upgrade(url, model.model_id, model.dim)
+            storage = base.database.embedding_storage
+            upgrade(url, model.model_id, model.dim, embedding_storage=storage)
             settings = base.with_overrides(database_url=url, data_dir=Path(tmp))
             results = asyncio.run(run_scale(settings, model, layout, args.data_dir, args.cache))
         finally:

@@ -43,7 +43,7 @@ class CountingEmbedder:
 async def service(db, settings, embedder):
     counting = CountingEmbedder(embedder)
     executor = EmbeddingExecutor(counting, max_batch=64)
-    yield MemoryService(db, executor, settings, GraphService(db)), counting
+    yield MemoryService(db, executor, settings.ingest, GraphService(db)), counting
     await executor.close()
 
 
@@ -180,7 +180,7 @@ def _count_memories(url: str, tenant_id: str) -> int:
 def test_cli_import_reports_each_bad_line_and_is_idempotent(
     settings, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database.database_url)
     monkeypatch.setenv("KNOWMIND_EMBED_THREADS", "2")
     # keep the suite's logging (bound to the real stdout), not one bound to capsys' buffer
     monkeypatch.setattr(cli, "configure_logging", lambda *_: None)
@@ -200,14 +200,14 @@ def test_cli_import_reports_each_bad_line_and_is_idempotent(
     out, err = capsys.readouterr()
     assert "3 created, 0 unchanged, 2 failed" in out
     assert "line 4: item: malformed JSON" in err and "line 5: content:" in err
-    assert _count_memories(settings.database_url, tenant_id) == 3
+    assert _count_memories(settings.database.database_url, tenant_id) == 3
     assert cli.main(["import", str(source), "--tenant", tenant_id]) == 1
     assert "0 created, 3 unchanged, 2 failed" in capsys.readouterr().out
-    assert _count_memories(settings.database_url, tenant_id) == 3
+    assert _count_memories(settings.database.database_url, tenant_id) == 3
 
 
 def test_cli_import_names_a_missing_file(settings, monkeypatch, capsys):
-    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database.database_url)
     monkeypatch.setattr(cli, "configure_logging", lambda *_: None)
     code = cli.main(["import", "/nonexistent/m.jsonl", "--tenant", str(uuid.uuid4())])
     assert code == 1 and "file:" in capsys.readouterr().err

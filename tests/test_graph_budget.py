@@ -15,10 +15,9 @@ from sqlalchemy import text
 from knowmind.graph.base import PPRRun, Subgraph
 from knowmind.graph.matching import MatchedEntity
 from knowmind.graph.postgres_reader import PostgresGraphReader
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.graph import GraphStage
 from knowmind.store.edges import neighbour_links
-from knowmind.store.search import MemoryFilters
 from tests.conftest import make_tenant
 
 
@@ -61,8 +60,8 @@ def _context(db, entities: list[MatchedEntity], never: asyncio.Future) -> StageC
     return StageContext(db, no_embedding, question_entities, results_of)
 
 
-def _query(tenant: UUID) -> RecallQuery:
-    return RecallQuery(tenant, "german", "Wo arbeitet Anna?", MemoryFilters(), 10, explain=True)
+def _query(tenant: UUID) -> RecallRequest:
+    return RecallRequest(text="Wo arbeitet Anna?", tenant_id=tenant, candidates=10, explain=True)
 
 
 async def test_graph_stage_seeds_from_the_question_when_hits_are_late(db):

@@ -59,6 +59,6 @@ async def test_ready_only_after_the_embedder_is_warm(settings: Settings, embedde
 
 
 def test_embedder_threads_default_to_the_cores_this_process_may_use():
-    assert Settings().embedder_threads == available_cores() >= 1
-    assert Settings(embed_threads=1).embedder_threads == 1
-    assert Settings.from_env({"KNOWMIND_EMBED_THREADS": "3"}).embedder_threads == 3
+    assert Settings().models.embedder_threads == available_cores() >= 1
+    assert Settings.of(embed_threads=1).models.embedder_threads == 1
+    assert Settings.from_env({"KNOWMIND_EMBED_THREADS": "3"}).models.embedder_threads == 3

@@ -3,7 +3,7 @@ through pgvector's HNSW index for a large one (``store.vector_search`` decides p
 
 from __future__ import annotations
 
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.vector_search import (
     DEFAULT_EXACT_MAX_ROWS,
     choose_vector_path,
@@ -19,12 +19,12 @@ class VectorStage:
     def __init__(self, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS) -> None:
         self.exact_max_rows = exact_max_rows
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()
-        async with ctx.db.tenant_tx(query.tenant_id) as conn:
-            path = await choose_vector_path(conn, query.tenant_id, self.exact_max_rows)
+        async with ctx.db.tenant_tx(query.tenant) as conn:
+            path = await choose_vector_path(conn, query.tenant, self.exact_max_rows)
             rows = await vector_candidates(
-                conn, query.tenant_id, embedding, query.filters, query.candidates, path=path
+                conn, query.tenant, embedding, query.filters, query.candidates, path=path
             )
         if query.explain:
             ctx.explain["vector_path"] = path

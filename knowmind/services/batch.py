@@ -12,11 +12,10 @@ import structlog
 
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text
-from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import passage_text
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import MemoryDraft, MemoryService, check_draft, content_sha256
-from knowmind.store import jobs as job_store
+from knowmind.services.recipe import insert_memory
 from knowmind.store import memories as memory_store
 
 __all__ = ["MAX_BATCH_ITEMS", "BatchItemResult", "ItemError", "remember_batch"]
@@ -96,11 +95,11 @@ async def remember_batch(
 
 async def _embed_all(service: MemoryService, items: list[_Pending]) -> None:
     """Chunk every item, then embed all chunks in one call (the executor batches them)."""
-    settings = service.settings
+    ingest = service.ingest
     texts: list[str] = []
     for p in items:
         p.contents = chunk_text(
-            p.draft.content, settings.chunk_target_chars, settings.chunk_overlap_chars
+            p.draft.content, ingest.chunk_target_chars, ingest.chunk_overlap_chars
         ) or [p.draft.content.strip()]
         texts += [passage_text(p.draft.title, c) for c in p.contents]
     vectors = await service.embedder.embed_passages(texts)
@@ -127,26 +126,19 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
     )
     try:
         async with service.db.tenant_tx(tenant) as conn:
-            memory_id = await memory_store.insert_memory(conn, tenant, values)
-            if memory_id is None:  # the same content earlier in this batch, or concurrently
-                found = await memory_store.find_by_shas(conn, tenant, [p.sha])
-                return BatchItemResult(p.index, "unchanged", id=found.get(p.sha))
-            count = await memory_store.insert_chunks(
+            stored = await insert_memory(
                 conn,
                 tenant,
-                memory_id,
+                values,
                 language=who.language,
-                context=draft.title,
                 contents=p.contents,
                 embeddings=p.embeddings,
+                graph=service.graph,
+                relations=draft.relations,
             )
-            if draft.relations:
-                await service.graph.attach_inline_relations(
-                    conn, tenant, memory_id, list(draft.relations)
-                )
-            job_id = await job_store.enqueue_job(
-                conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)}
-            )
+            if stored is None:  # the same content earlier in this batch, or concurrently
+                found = await memory_store.find_by_shas(conn, tenant, [p.sha])
+                return BatchItemResult(p.index, "unchanged", id=found.get(p.sha))
     except InvalidInputError as exc:
         return BatchItemResult(p.index, "error", error=ItemError(exc.field, exc.message))
     except KnowmindError as exc:
@@ -156,4 +148,6 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
         return BatchItemResult(
             p.index, "error", error=ItemError("", f"not stored: {type(exc).__name__}")
         )
-    return BatchItemResult(p.index, "created", id=memory_id, chunks=count, job_id=job_id)
+    return BatchItemResult(
+        p.index, "created", id=stored.id, chunks=stored.chunks, job_id=stored.job_id
+    )
