@@ -62,12 +62,16 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         "",
         *_concurrency_lines(scale["runs"]),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
-        f"{recall['queries']} real questions): {recall['recall_at_10']} at ef_search 100 ("
-        + ", ".join(
-            f"ef {ef}: {v['recall_at_10']} in {v['p50_ms']} ms"
-            for ef, v in recall.get("ef_search", {}).items()
-        )
-        + ")",
+        f"{recall['queries']} real questions): {recall['recall_at_10']} as the vector stage "
+        f"asks ({recall['candidates']} candidates, ef_search 100); "
+        + "; ".join(
+            f"{limit.replace('_', ' ')}: "
+            + ", ".join(
+                f"ef {ef} {v['recall_at_10']} in {v['p50_ms']} ms" for ef, v in by_ef.items()
+            )
+            for limit, by_ef in recall.items()
+            if limit.startswith("limit_")
+        ),
         "- Storage, MB per 1k rows (embedding + HNSW index): "
         + ", ".join(f"{k} {v}" for k, v in storage.items() if "(" in k)
         + f"; halfvec saves {storage['halfvec_saving_at_1024']:.0%} at 1024-d; a whole chunk "
