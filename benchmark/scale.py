@@ -109,7 +109,7 @@ async def _measure(
 
 
 async def _hnsw_recall_at_10(
-    runtime: Runtime, tenant: UUID, vectors: list[np.ndarray], candidates: int
+    runtime: Runtime, tenant: UUID, vectors: list[np.ndarray], candidates: int, ef_search: int
 ) -> dict[str, Any]:
     """Overlap of the HNSW top 10 with the exact top 10, and the HNSW query time, per
     ``hnsw.ef_search``: asking for 10 rows, and as the vector stage does, for ``candidates``
@@ -135,8 +135,9 @@ async def _hnsw_recall_at_10(
                 "p50_ms": percentiles([ms for _, ms in found])["p50"],
             }
         result[f"limit_{limit}"] = by_ef
-    # what the vector stage gets: candidates rows at ef_search = max(100, candidates)
-    served = result[f"limit_{candidates}"].get(str(max(100, candidates)), {})
+    # what the vector stage gets: candidates rows at ef_search = max(ef_search, candidates)
+    result["ef_search"] = max(ef_search, candidates)
+    served = result[f"limit_{candidates}"].get(str(result["ef_search"]), {})
     result["recall_at_10"] = served.get("recall_at_10")
     return result
 
@@ -192,6 +193,7 @@ async def run_scale(
             ids[largest.name],
             [embedder.cached[q] for q in queries],
             settings.recall.recall_candidates,
+            settings.recall.vector_ef_search,
         )
         recall["tenant_chunks"] = largest.chunks
         return {

@@ -63,7 +63,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         *_concurrency_lines(scale["runs"]),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
         f"{recall['queries']} real questions): {recall['recall_at_10']} as the vector stage "
-        f"asks ({recall['candidates']} candidates, ef_search 100); "
+        f"asks ({recall['candidates']} candidates, ef_search {recall.get('ef_search', 100)}); "
         + "; ".join(
             f"{limit.replace('_', ' ')}: "
             + ", ".join(

@@ -110,7 +110,9 @@ class Runtime:
             executor,
             [
                 FullTextStage(),
-                VectorStage(settings.recall.vector_exact_max_rows),
+                VectorStage(
+                    settings.recall.vector_exact_max_rows, settings.recall.vector_ef_search
+                ),
                 GraphStage(reader, hit_wait_s=settings.recall.graph_hit_wait_seconds),
                 IdentityStage(),
             ],

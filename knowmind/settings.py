@@ -154,6 +154,13 @@ class RecallSettings:
         default=2000,
         metadata={"doc": "Tenants with at most this many chunks get exact vector search, not HNSW"},
     )
+    vector_ef_search: int = field(
+        default=200,
+        metadata={
+            "doc": "HNSW `ef_search` of the vector stage (higher: better recall, slower; the "
+            "scale benchmark reports recall@10 against exact search per value)"
+        },
+    )
     graph_hit_wait_seconds: float = field(
         default=0.15,
         metadata={
@@ -275,6 +282,7 @@ class Settings:
             (self.recall, "recall_candidates"),
             (graph, "graph_batch_size"),
             (self.database, "db_pool_size"),
+            (self.recall, "vector_ef_search"),
         )
         for group, name in positive:
             if getattr(group, name) <= 0:

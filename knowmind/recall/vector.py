@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.vector_search import (
+    DEFAULT_EF_SEARCH,
     DEFAULT_EXACT_MAX_ROWS,
     choose_vector_path,
     vector_candidates,
@@ -16,15 +17,24 @@ __all__ = ["VectorStage"]
 class VectorStage:
     name = "vector"
 
-    def __init__(self, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS) -> None:
+    def __init__(
+        self, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS, ef_search: int = DEFAULT_EF_SEARCH
+    ) -> None:
         self.exact_max_rows = exact_max_rows
+        self.ef_search = ef_search
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()
         async with ctx.db.tenant_tx(query.tenant) as conn:
             path = await choose_vector_path(conn, query.tenant, self.exact_max_rows)
             rows = await vector_candidates(
-                conn, query.tenant, embedding, query.filters, query.candidates, path=path
+                conn,
+                query.tenant,
+                embedding,
+                query.filters,
+                query.candidates,
+                path=path,
+                ef_search=self.ef_search,
             )
         if query.explain:
             ctx.explain["vector_path"] = path

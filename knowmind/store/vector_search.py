@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.store.search import MemoryFilters
 
 __all__ = [
+    "DEFAULT_EF_SEARCH",
     "DEFAULT_EXACT_MAX_ROWS",
     "VectorPath",
     "choose_vector_path",
@@ -38,6 +39,8 @@ __all__ = [
 VectorPath = Literal["exact", "hnsw"]
 # Above this many rows a tenant is searched through HNSW (exact costs ≈ 5 µs per row here).
 DEFAULT_EXACT_MAX_ROWS = 2000
+# A tenant holding a share s of the table sees about s × ef_search of each HNSW pass.
+DEFAULT_EF_SEARCH = 200
 _SELECTIVE_FILTERS = ("tags", "source", "domain", "document_id")
 
 _COUNT_UP_TO = text(
@@ -102,7 +105,7 @@ async def vector_candidates(
     limit: int,
     *,
     path: VectorPath = "hnsw",
-    ef_search: int = 100,
+    ef_search: int = DEFAULT_EF_SEARCH,
 ) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, cosine similarity), nearest first, along ``path``.
 
