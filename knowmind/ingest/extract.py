@@ -16,9 +16,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
-from knowmind.graph.names import normalise_name
-from knowmind.ingest.gazetteer import find_known_entities
 from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
+from knowmind.linking.gazetteer import find_known_entities
+from knowmind.linking.names import normalise_name
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
 
