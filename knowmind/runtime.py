@@ -11,18 +11,15 @@ from sqlalchemy import text
 from knowmind.db.engine import Database
 from knowmind.db.migrate import check_embedding_model, head_revision, revision_of
 from knowmind.graph.base import GraphReader
-from knowmind.graph.postgres_reader import PostgresGraphReader
+from knowmind.graph.registry import BoltAccess, build_graph_reader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
 from knowmind.models.rerank import load_reranker
-from knowmind.recall.bm25 import FullTextStage
-from knowmind.recall.graph import GraphStage
-from knowmind.recall.identity import IdentityStage
 from knowmind.recall.pipeline import RecallPipeline
+from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
-from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.documents import DocumentService
@@ -39,12 +36,10 @@ from knowmind.workers.mirror import MirrorDrainer
 
 
 def graph_reader(db: Database, settings: Settings) -> GraphReader:
-    if settings.graph_backend == "neo4j":
-        from knowmind.graph.neo4j_reader import Neo4jGraphReader
-
-        assert settings.neo4j_url
-        return Neo4jGraphReader(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
-    return PostgresGraphReader(db)
+    bolt = None
+    if settings.neo4j_url:
+        bolt = BoltAccess(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
+    return build_graph_reader(settings.graph_backend, db, bolt)
 
 
 def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
@@ -110,12 +105,7 @@ class Runtime:
         pipeline = RecallPipeline(
             db,
             executor,
-            [
-                FullTextStage(),
-                VectorStage(),
-                GraphStage(reader),
-                IdentityStage(),
-            ],
+            build_stages(StageParts(graph_reader=reader)),
             rrf_k=settings.rrf_k,
             stage_timeout_s=settings.stage_timeout_seconds,
             default_weights=settings.weights,

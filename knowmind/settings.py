@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+
+from knowmind.graph.registry import check_graph_backend
+from knowmind.models.factory import check_embedder_spec
+from knowmind.models.rerank import check_reranker_spec
+from knowmind.recall.registry import check_stage_names
 
 __all__ = ["Settings", "SettingsError", "default_data_dir"]
 
@@ -151,11 +156,9 @@ class Settings:
             )
         if self.extraction_prompt is not None and "__CHUNK__" not in self.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
-        if self.graph_backend not in {"postgres", "neo4j"}:
-            raise SettingsError("KNOWMIND_GRAPH_BACKEND must be postgres or neo4j")
+        _check_registered_names(self)
         if self.graph_backend == "neo4j" and not self.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
-        _ = self.weights  # parse now: a bad value fails at start-up, not at the first recall
         if self.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
 
@@ -183,6 +186,24 @@ class Settings:
     @property
     def embedded_pgdata(self) -> Path:
         return self.data_dir / "pgdata"
+
+
+def _check_registered_names(settings: Settings) -> None:
+    """Names of stages, the graph backend, the embedder and the reranker must be registered;
+    the stage weights are parsed now, so a bad value fails at start-up, not at the first recall."""
+    checks: list[tuple[str, Callable[[Any], None], Any]] = [
+        ("STAGE_WEIGHTS", check_stage_names, settings.weights),
+        ("GRAPH_BACKEND", check_graph_backend, settings.graph_backend),
+        ("EMBEDDER", check_embedder_spec, settings.embedder),
+        ("RERANKER", check_reranker_spec, settings.reranker),
+    ]
+    for variable, check, value in checks:
+        try:
+            check(value)
+        except ValueError as exc:
+            message = str(exc)
+            prefix = "" if message.startswith(ENV_PREFIX) else f"{ENV_PREFIX}{variable}: "
+            raise SettingsError(prefix + message) from exc
 
 
 def _coerce(name: str, annotation: Any, raw: str) -> Any:

@@ -9,6 +9,8 @@ from uuid import UUID
 import msgspec
 from msgspec import Meta, Struct
 
+from knowmind.recall.registry import STAGE_NAMES, StageName
+
 __all__ = [
     "MemoryIn",
     "MemoryList",
@@ -129,15 +131,14 @@ class RecallFilters(Struct):
     document_id: UUID | None = None
 
 
-StageName = Literal["bm25", "vector", "graph", "identity"]
-
-
 class RecallIn(Struct):
     query: Annotated[str, Meta(min_length=1, max_length=4000, pattern=_NO_NUL)]
     k: Annotated[int, Meta(ge=1, le=25)] = 5
     filters: RecallFilters | None = None
     hops: Annotated[int, Meta(ge=0, le=3, description="graph hops; 0 = no graph stage")] = 2
-    stages: Annotated[list[StageName], Meta(min_length=1, max_length=4)] | None = None
+    stages: Annotated[list[StageName], Meta(min_length=1, max_length=len(STAGE_NAMES))] | None = (
+        None
+    )
     rerank: bool | None = None
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
     explain: bool = False
