@@ -51,9 +51,9 @@ class Extraction:
         memory_id = UUID(payload["memory_id"])
         async with self.db.tenant_tx(tenant_id) as conn:
             language = await tenant_language(conn, tenant_id)
-            chunks: list[tuple[UUID | None, str]] = [
-                *await memory_store.chunk_texts(conn, tenant_id, memory_id)
-            ]
+            chunks: list[tuple[UUID | None, str]] = list(
+                await memory_store.chunk_texts(conn, tenant_id, memory_id)
+            )
             if not chunks:
                 return {"skipped": "memory no longer exists"}
             title = await memory_store.memory_title(conn, tenant_id, memory_id)
