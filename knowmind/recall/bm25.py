@@ -5,7 +5,7 @@ Called "bm25" in the API for the role it plays; the ranking is PostgreSQL's cove
 
 from __future__ import annotations
 
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.search import fulltext_candidates
 
 __all__ = ["FullTextStage"]
@@ -14,11 +14,11 @@ __all__ = ["FullTextStage"]
 class FullTextStage:
     name = "bm25"
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
-        async with ctx.db.tenant_tx(query.tenant_id) as conn:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
+        async with ctx.db.tenant_tx(query.tenant) as conn:
             rows = await fulltext_candidates(
                 conn,
-                query.tenant_id,
+                query.tenant,
                 query.language,
                 query.text,
                 query.filters,
