@@ -126,7 +126,7 @@ async def _build(db: Database, model: str, dim: int) -> World:
 @pytest.fixture(scope="module")
 async def store_db(settings) -> AsyncIterator[Database]:
     """Writes without the outbox triggers: the Neo4j side is filled by a resync instead."""
-    database = Database.connect(settings.database_url, None, 2, graph_mirror=False)
+    database = Database.connect(settings.database.database_url, None, 2, graph_mirror=False)
     yield database
     await database.dispose()
 
