@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import structlog
+
 from knowmind.db.engine import Database
 from knowmind.db.migrate import check_embedding_model
 from knowmind.graph.base import GraphReader
@@ -27,6 +29,9 @@ from knowmind.services.recall import RecallService
 from knowmind.settings import GraphSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
+
+log = structlog.get_logger(__name__)
+CLOSE_TIMEOUT_S = 10.0  # longest wait for background tasks to stop on shutdown
 
 
 def graph_reader(db: Database, settings: GraphSettings) -> GraphReader:
@@ -168,7 +173,11 @@ class Runtime:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            # bounded: a task that ignores its cancellation must not hang the shutdown
+            _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S)
+            for task in stuck:
+                log.warning("runtime.task_did_not_stop", task=task.get_name())
         if self.mirror is not None:
             await self.mirror.close()
         close_reader = getattr(self.graph_reader, "close", None)
