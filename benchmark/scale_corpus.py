@@ -29,7 +29,7 @@ from pgvector.asyncpg import register_vector
 from sqlalchemy.engine import make_url
 
 from benchmark.datasets import load
-from knowmind.graph.names import normalise_name
+from knowmind.linking.names import normalise_name
 
 __all__ = ["SentencePool", "TenantSpec", "bulk_load", "owner_dsn", "sentence_pool"]
 

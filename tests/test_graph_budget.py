@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import text
 
 from knowmind.graph.base import PPRRun, Subgraph
-from knowmind.graph.matching import MatchedEntity
 from knowmind.graph.postgres_reader import PostgresGraphReader
+from knowmind.linking.matching import MatchedEntity
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.graph import GraphStage
 from knowmind.store.edges import neighbour_links

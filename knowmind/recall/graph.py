@@ -30,6 +30,7 @@ SEED_HITS = 5  # top hits per text stage whose entities seed the walk
 QUESTION_SHARE = 0.8
 HIT_SEED_WEIGHT = 1.0
 HIT_STAGES = ("bm25", "vector")
+DEFAULT_HIT_WAIT_S = 0.15
 
 
 class GraphStage:
@@ -41,7 +42,7 @@ class GraphStage:
         damping: float = 0.85,
         max_iterations: int = 20,
         *,
-        hit_wait_s: float = 0.15,
+        hit_wait_s: float = DEFAULT_HIT_WAIT_S,
         max_seeds: int = 30,
     ):
         self.reader = reader
