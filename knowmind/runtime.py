@@ -120,6 +120,7 @@ class Runtime:
             stage_timeout_s=settings.stage_timeout_seconds,
             default_weights=settings.weights,
             rerank=rerank,
+            fusion=settings.recall_fusion,
         )
         graph = GraphService(db)
         jobs = JobWorker(

@@ -72,8 +72,16 @@ class Settings:
         default=50, metadata={"doc": "Candidates each recall stage returns before fusion"}
     )
     rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
+    recall_fusion: str = field(
+        default="weighted-rrf",
+        metadata={
+            "doc": "`weighted-rrf` (per-query stage weights from the stages' signals), "
+            "`rrf` (fixed weights) or `convex` (normalised scores)"
+        },
+    )
     stage_weights: str = field(
-        default="", metadata={"doc": "RRF weight per stage, e.g. `vector=1.125,bm25=1,graph=0.9`"}
+        default="",
+        metadata={"doc": "Static weight per stage (scales the per-query one), e.g. `graph=0.9`"},
     )
     stage_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Time budget of each recall stage"}
@@ -155,6 +163,8 @@ class Settings:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND must be postgres or neo4j")
         if self.graph_backend == "neo4j" and not self.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
+        if self.recall_fusion not in {"weighted-rrf", "rrf", "convex"}:
+            raise SettingsError("KNOWMIND_RECALL_FUSION must be weighted-rrf, rrf or convex")
         _ = self.weights  # parse now: a bad value fails at start-up, not at the first recall
         if self.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")

@@ -110,7 +110,7 @@ async def test_explain_reports_seeds_and_ppr(client, corpus):
 
 async def test_weights_change_the_fusion(client, corpus):
     query = "Backups der Datenbanken"
-    plain = await ask(client, corpus, query, k=5, stages=["bm25", "vector"])
+    plain = await ask(client, corpus, query, k=5, stages=["bm25", "vector"], fusion="rrf")
     vector_only = await ask(
         client, corpus, query, k=5, stages=["bm25", "vector"], weights={"bm25": 0.0, "vector": 1.0}
     )
@@ -122,6 +122,27 @@ async def test_weights_change_the_fusion(client, corpus):
         r["memory_id"] for r in vector_ranked
     ]
     assert plain["results"] != vector_only["results"]
+
+
+async def test_explain_shows_each_stage_weight_with_its_signals_and_rule(client, corpus):
+    body = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True)
+    fusion = body["explain"]["fusion"]
+    assert fusion["method"] == "weighted-rrf"
+    vector = fusion["stages"]["vector"]
+    assert vector["signals"]["top1"] > 0.5 and vector["signals"]["margin"] >= 0
+    assert vector["weight"] > 0 and vector["rule"] and 0 < vector["p_top_relevant"] < 1
+    assert fusion["stages"]["bm25"]["signals"]["hits"] >= 1
+    rrf = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True, fusion="rrf")
+    assert {s["weight"] for s in rrf["explain"]["fusion"]["stages"].values()} <= {0.0, 1.0}
+
+
+async def test_convex_fusion_is_offered_and_an_unknown_method_is_422(client, corpus):
+    convex = await ask(client, corpus, "Backups der Datenbanken", k=3, fusion="convex")
+    assert convex["results"] and all(0 <= r["score"] <= 1.000001 for r in convex["results"])
+    bad = await client.post(
+        "/v1/recall", json={"query": "x", "fusion": "borda"}, headers=corpus.tenant.read
+    )
+    assert bad.status_code == 422 and bad.json()["field"] == "fusion"
 
 
 async def test_rerank_requested_without_a_reranker_is_reported(client, corpus):

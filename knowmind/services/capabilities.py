@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowmind.ingest.ner import SPACY_MODEL, spacy_recogniser
 from knowmind.models.rerank import parse_spec
+from knowmind.recall.weighting import default_calibration
 
 if TYPE_CHECKING:
     from knowmind.runtime import Runtime
@@ -38,7 +39,12 @@ async def describe(runtime: Runtime) -> dict[str, Any]:
             "llm": {"active": False, "reason": "LLM extraction is not implemented yet"},
         },
         "stages": list(pipeline.stages),
-        "fusion": {"method": "rrf", "k": pipeline.rrf_k, "weights": pipeline.default_weights},
+        "fusion": {
+            "method": pipeline.fusion,
+            "k": pipeline.rrf_k,
+            "weights": pipeline.default_weights,
+            "calibration": (pipeline.calibration or default_calibration()).source,
+        },
     }
 
 

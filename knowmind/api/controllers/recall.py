@@ -38,7 +38,11 @@ class RecallController(Controller):
             known_at=data.known_at,
         )
         options = RecallOptions(
-            k=data.k, stages=data.stages, weights=data.weights, rerank=data.rerank
+            k=data.k,
+            stages=data.stages,
+            weights=data.weights,
+            rerank=data.rerank,
+            fusion=data.fusion,
         )
         outcome = await runtime.recall.recall(
             principal, data.query, options, filters, hops=data.hops, explain=data.explain
