@@ -58,6 +58,20 @@ def calibration_subset(dataset: Dataset, min_docs: int = 600) -> Dataset:
     return quick(dataset, len(dataset.queries), max(min_docs, len(judged)))
 
 
+def sample(name: str, dataset: Dataset, per_split: int | None) -> list[Any]:
+    """The first ``per_split`` dev and test queries (all when None)."""
+    if per_split is None:
+        return list(dataset.queries)
+    taken = {"dev": 0, "test": 0}
+    chosen = []
+    for query in dataset.queries:
+        part = split_of(name, query.id)
+        if taken[part] < per_split:
+            taken[part] += 1
+            chosen.append(query)
+    return chosen
+
+
 async def collect(args: argparse.Namespace) -> dict[str, Any]:
     from benchmark.__main__ import start_runtime
     from benchmark.runner import ingested_tenant
@@ -82,7 +96,7 @@ async def collect(args: argparse.Namespace) -> dict[str, Any]:
                 source = {r[0]: r[1] for r in rows}
             queries = []
             options = RecallOptions(k=10, rerank=False, fusion="rrf")
-            for query in dataset.queries:
+            for query in sample(name, dataset, args.max_queries):
                 outcome = await runtime.recall.recall(who, query.text, options, hops=2)
                 queries.append(
                     {
@@ -100,7 +114,7 @@ async def collect(args: argparse.Namespace) -> dict[str, Any]:
                     "dataset": name,
                     "metric": primary_metric(name),
                     "documents": len(dataset.docs),
-                    "qrels": {q.id: dataset.qrels[q.id] for q in dataset.queries},
+                    "qrels": {q["id"]: dataset.qrels[q["id"]] for q in queries},
                     "queries": queries,
                 }
             )
@@ -250,6 +264,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--collect", action="store_true", help="(re)run the pipeline first")
     parser.add_argument(
         "--subset", action="store_true", help="every query, ≥ 600 documents per dataset"
+    )
+    parser.add_argument(
+        "--max-queries", type=int, default=None, help="per split and dataset (default: all)"
     )
     parser.add_argument("--write", action="store_true", help=f"write {CALIBRATION_FILE.name}")
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "datasets")
