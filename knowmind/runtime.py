@@ -17,9 +17,10 @@ from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
 from knowmind.models.rerank import load_reranker
-from knowmind.recall.bm25 import FullTextStage
+from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.recall.graph import GraphStage
 from knowmind.recall.identity import IdentityStage
+from knowmind.recall.language import language_detector
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.vector import VectorStage
@@ -45,6 +46,18 @@ def graph_reader(db: Database, settings: Settings) -> GraphReader:
         assert settings.neo4j_url
         return Neo4jGraphReader(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
     return PostgresGraphReader(db)
+
+
+def lexical_stage(settings: Settings) -> OkapiBM25Stage:
+    options = LexicalOptions(
+        k1=settings.bm25_k1,
+        b=settings.bm25_b,
+        postings_budget=settings.bm25_postings_budget,
+        typos=settings.bm25_typos == "on",
+        compounds=settings.bm25_compounds == "on",
+        query_language=settings.bm25_query_language == "on",
+    )
+    return OkapiBM25Stage(options, language_detector() if options.query_language else None)
 
 
 def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
@@ -111,7 +124,7 @@ class Runtime:
             db,
             executor,
             [
-                FullTextStage(),
+                lexical_stage(settings),
                 VectorStage(),
                 GraphStage(reader),
                 IdentityStage(),

@@ -86,6 +86,31 @@ class Settings:
     stage_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Time budget of each recall stage"}
     )
+    bm25_k1: float = field(
+        default=1.2, metadata={"doc": "Okapi BM25 term-frequency saturation k1 (bm25 stage)"}
+    )
+    bm25_b: float = field(
+        default=0.75, metadata={"doc": "Okapi BM25 length normalisation b, 0–1 (bm25 stage)"}
+    )
+    bm25_postings_budget: int = field(
+        default=2000,
+        metadata={
+            "doc": "Postings the bm25 stage reads per query (rarest terms first, each term's "
+            "best by impact), before scoring the candidates exactly"
+        },
+    )
+    bm25_typos: str = field(
+        default="on",
+        metadata={"doc": "`on`: a query term unknown to the tenant's vocabulary is corrected"},
+    )
+    bm25_compounds: str = field(
+        default="on",
+        metadata={"doc": "`on`: German compounds meet their parts (tenant vocabulary splits)"},
+    )
+    bm25_query_language: str = field(
+        default="on",
+        metadata={"doc": "`on`: a question in another language is also analysed in its own"},
+    )
     graph_backend: str = field(
         default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
     )
@@ -148,6 +173,7 @@ class Settings:
             "chunk_target_chars",
             "recall_candidates",
             "graph_batch_size",
+            "bm25_postings_budget",
         ):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
@@ -168,6 +194,11 @@ class Settings:
         _ = self.weights  # parse now: a bad value fails at start-up, not at the first recall
         if self.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
+        for switch in ("bm25_typos", "bm25_compounds", "bm25_query_language"):
+            if getattr(self, switch) not in {"on", "off"}:
+                raise SettingsError(f"KNOWMIND_{switch.upper()} must be on or off")
+        if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
+            raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
 
     @property
     def weights(self) -> dict[str, float]:

@@ -1,0 +1,268 @@
+"""Okapi BM25 over the inverted index ``chunk_terms`` (migration 0004), with exact per-tenant
+statistics: query analysis, vocabulary look-ups (typos, compounds) and bounded scoring."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.store.search import MemoryFilters
+
+__all__ = [
+    "CorpusStats",
+    "ScoredTerm",
+    "analyse_query",
+    "bm25_candidates",
+    "compound_parts",
+    "compounds_containing",
+    "corpus_stats",
+    "idf",
+    "similar_lexemes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    chunk_count: int
+    total_length: int
+
+    @property
+    def avgdl(self) -> float:
+        return self.total_length / self.chunk_count if self.chunk_count else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTerm:
+    """A lexeme the query scores with: its df and a weight multiplying its idf (1 for a query
+    term, less for an expansion such as a typo correction or a compound part)."""
+
+    lexeme: str
+    df: int
+    weight: float = 1.0
+
+
+def idf(chunk_count: int, df: int) -> float:
+    """Lucene's BM25 idf, never negative."""
+    return math.log(1 + (chunk_count - df + 0.5) / (df + 0.5))
+
+
+async def corpus_stats(conn: AsyncConnection, tenant_id: UUID) -> CorpusStats:
+    row = (
+        await conn.execute(
+            text("SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t"),
+            {"t": tenant_id},
+        )
+    ).one_or_none()
+    return CorpusStats(int(row[0]), int(row[1])) if row else CorpusStats(0, 0)
+
+
+async def analyse_query(
+    conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
+) -> dict[str, int]:
+    """{lexeme: df} of the query analysed with each text-search configuration in
+    ``languages`` (the union), in the order the words appear in the query."""
+    rows = await conn.execute(
+        text(
+            "WITH q AS (SELECT w.lexeme, min(p) AS pos FROM "
+            "unnest(CAST(:languages AS regconfig[])) AS cfg, "
+            "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p GROUP BY w.lexeme) "
+            "SELECT q.lexeme, coalesce(l.df, 0) FROM q LEFT JOIN bm25_lexemes l "
+            "ON l.tenant_id = :t AND l.lexeme = q.lexeme ORDER BY q.pos, q.lexeme"
+        ),
+        {"t": tenant_id, "languages": list(languages), "query": query},
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
+
+async def similar_lexemes(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
+) -> dict[str, list[tuple[str, float, int]]]:
+    """{lexeme: [(vocabulary lexeme, trigram similarity, df), …]} best first (ties: higher df),
+    at most ``per_term`` each, similarity ≥ ``threshold``."""
+    if not lexemes:
+        return {}
+    await conn.execute(
+        text("SELECT set_config('pg_trgm.similarity_threshold', :s, true)"), {"s": str(threshold)}
+    )
+    rows = await conn.execute(
+        text(
+            "SELECT q.lexeme, c.lexeme, c.sim, c.df FROM unnest(CAST(:lexemes AS text[])) "
+            "AS q(lexeme) CROSS JOIN LATERAL (SELECT l.lexeme, similarity(l.lexeme, q.lexeme) "
+            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme % q.lexeme "
+            "AND l.lexeme <> q.lexeme ORDER BY sim DESC, l.df DESC, l.lexeme LIMIT :n) c"
+        ),
+        {"t": tenant_id, "lexemes": list(lexemes), "n": per_term},
+    )
+    found: dict[str, list[tuple[str, float, int]]] = {}
+    for query_lexeme, lexeme, sim, df in rows:
+        found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
+    return found
+
+
+async def compound_parts(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_part: int
+) -> dict[str, list[tuple[str, int]]]:
+    """{lexeme: [(modifier, df), (head, df)]}: a split of the lexeme into two vocabulary
+    lexemes of at least ``min_part`` letters (a linking ``s`` dropped); of several splits, the
+    one whose rarer part is commonest."""
+    if not lexemes:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT DISTINCT ON (q.lexeme) q.lexeme, h.lexeme, h.df, t.lexeme, t.df "
+            "FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
+            "CROSS JOIN LATERAL generate_series(:m, length(q.lexeme) - :m) AS cut(i) "
+            "CROSS JOIN LATERAL (SELECT left(q.lexeme, cut.i) AS word UNION ALL "
+            " SELECT left(q.lexeme, cut.i - 1) WHERE substr(q.lexeme, cut.i, 1) = 's' "
+            " AND cut.i > :m) AS head "
+            "JOIN bm25_lexemes h ON h.tenant_id = :t AND h.lexeme = head.word "
+            "JOIN bm25_lexemes t ON t.tenant_id = :t AND t.lexeme = substr(q.lexeme, cut.i + 1) "
+            "ORDER BY q.lexeme, least(h.df, t.df) DESC, cut.i DESC"
+        ),
+        {"t": tenant_id, "lexemes": list(lexemes), "m": min_part},
+    )
+    return {r[0]: [(r[1], int(r[2])), (r[3], int(r[4]))] for r in rows}
+
+
+def _like_literal(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+async def compounds_containing(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_rest: int, per_term: int
+) -> dict[str, list[tuple[str, int]]]:
+    """{lexeme: [(compound, df), …]} commonest first: vocabulary lexemes made of the lexeme
+    and another vocabulary lexeme of at least ``min_rest`` letters, as head or as modifier
+    (a linking ``s`` allowed) — the index side of compound splitting, looked up at query time."""
+    if not lexemes:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT q.lexeme, c.lexeme, c.df FROM unnest(CAST(:lexemes AS text[]), "
+            "CAST(:literals AS text[])) AS q(lexeme, literal) CROSS JOIN LATERAL ("
+            " SELECT l.lexeme, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t "
+            " AND (l.lexeme LIKE '%' || q.literal OR l.lexeme LIKE q.literal || '%') "
+            " AND length(l.lexeme) >= length(q.lexeme) + :m "
+            " AND EXISTS (SELECT 1 FROM bm25_lexemes r WHERE r.tenant_id = :t "
+            "  AND length(r.lexeme) >= :m AND r.lexeme IN ("
+            "  CASE WHEN right(l.lexeme, length(q.lexeme)) = q.lexeme "
+            "   THEN left(l.lexeme, length(l.lexeme) - length(q.lexeme)) END, "
+            "  CASE WHEN right(l.lexeme, length(q.lexeme) + 1) = 's' || q.lexeme "
+            "   THEN left(l.lexeme, length(l.lexeme) - length(q.lexeme) - 1) END, "
+            "  CASE WHEN left(l.lexeme, length(q.lexeme)) = q.lexeme "
+            "   THEN substr(l.lexeme, length(q.lexeme) + 1) END, "
+            "  CASE WHEN left(l.lexeme, length(q.lexeme) + 1) = q.lexeme || 's' "
+            "   THEN substr(l.lexeme, length(q.lexeme) + 2) END)) "
+            " ORDER BY l.df DESC, l.lexeme LIMIT :n) c"
+        ),
+        {
+            "t": tenant_id,
+            "lexemes": list(lexemes),
+            "literals": [_like_literal(x) for x in lexemes],
+            "m": min_rest,
+            "n": per_term,
+        },
+    )
+    found: dict[str, list[tuple[str, int]]] = {}
+    for query_lexeme, lexeme, df in rows:
+        found.setdefault(query_lexeme, []).append((lexeme, int(df)))
+    return found
+
+
+def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list[int]:
+    """How many postings to read per term (in ``terms`` order): the rarest terms first, each
+    all of its postings up to an equal share of what is left of ``budget`` (at least
+    ``floor``). A term read to its df is scored exactly from its postings."""
+    depths = [0] * len(terms)
+    remaining = budget
+    order = sorted(range(len(terms)), key=lambda i: (terms[i].df, terms[i].lexeme))
+    for left, i in enumerate(order):
+        share = max(floor, remaining // (len(order) - left))
+        depths[i] = min(terms[i].df, share)
+        remaining = max(0, remaining - depths[i])
+    return depths
+
+
+def _bm25_sql(where: str, exhaustive: bool) -> str:
+    weight = "q.weight * t.tf * (:k1 + 1) / (t.tf + :k1 * (1 - :b + :b * t.doc_len / :avgdl))"
+    if exhaustive:
+        scored = (
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM q JOIN chunk_terms t "
+            "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme GROUP BY t.chunk_id"
+        )
+    else:
+        scored = (
+            "WITH post AS MATERIALIZED (SELECT q.lexeme, p.chunk_id, p.tf, p.doc_len FROM q "
+            "CROSS JOIN LATERAL (SELECT t.chunk_id, t.tf, t.doc_len FROM chunk_terms t "
+            "WHERE t.tenant_id = :tenant AND t.lexeme = q.lexeme "
+            "ORDER BY t.impact DESC LIMIT q.depth) p), "
+            "cand AS (SELECT DISTINCT chunk_id FROM post), "
+            "found AS (SELECT post.* FROM post JOIN q USING (lexeme) WHERE q.depth >= q.df "
+            "UNION ALL SELECT t.lexeme, t.chunk_id, t.tf, t.doc_len FROM q CROSS JOIN cand "
+            "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
+            "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df) "
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM found t JOIN q USING (lexeme) "
+            "GROUP BY t.chunk_id"
+        )
+    return (
+        "WITH q AS MATERIALIZED (SELECT * FROM unnest(CAST(:lexemes AS text[]), "
+        "CAST(:weights AS float8[]), CAST(:dfs AS int[]), CAST(:depths AS int[])) "
+        "AS q(lexeme, weight, df, depth)), "
+        f"scored AS MATERIALIZED ({scored} ORDER BY score DESC, chunk_id LIMIT :shortlist) "
+        "SELECT s.chunk_id, c.memory_id, s.score FROM scored s JOIN chunks c "
+        "ON c.tenant_id = :tenant AND c.id = s.chunk_id JOIN memories m "
+        f"ON m.tenant_id = c.tenant_id AND m.id = c.memory_id WHERE true{where} "
+        "ORDER BY s.score DESC, s.chunk_id LIMIT :limit"
+    )
+
+
+async def bm25_candidates(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    terms: Sequence[ScoredTerm],
+    stats: CorpusStats,
+    filters: MemoryFilters,
+    limit: int,
+    *,
+    k1: float,
+    b: float,
+    budget: int,
+    websearch: tuple[str, str] | None = None,
+) -> list[tuple[UUID, UUID, float]]:
+    """(chunk id, memory id, BM25 score), best first. Candidates come from the best postings
+    of each term (bounded by ``budget``) and are then scored exactly; when the filters leave
+    fewer than ``limit`` of them, the filtered chunks are scored instead. ``websearch``
+    (language, query) keeps only chunks matching ``websearch_to_tsquery`` (phrases, -word)."""
+    terms = [t for t in terms if t.df > 0]
+    if not terms or stats.chunk_count == 0:
+        return []
+    depths = posting_depths(terms, budget, floor=2 * limit)
+    where, filter_params = filters.sql()
+    if websearch is not None:
+        where += " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
+        filter_params |= {"ws_language": websearch[0], "ws_query": websearch[1]}
+    params: dict[str, Any] = {
+        "tenant": tenant_id,
+        "lexemes": [t.lexeme for t in terms],
+        "weights": [t.weight * idf(stats.chunk_count, t.df) for t in terms],
+        "dfs": [t.df for t in terms],
+        "depths": depths,
+        "k1": k1,
+        "b": b,
+        "avgdl": max(stats.avgdl, 1e-9),
+        "limit": limit,
+        "shortlist": 2 * limit + 20,
+        **filter_params,
+    }
+    rows = (await conn.execute(text(_bm25_sql(where, exhaustive=False)), params)).all()
+    truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
+    if len(rows) < limit and (truncated or sum(depths) > params["shortlist"]):
+        params["shortlist"] = 2**31 - 1
+        rows = (await conn.execute(text(_bm25_sql(where, exhaustive=True)), params)).all()
+    return [(r[0], r[1], float(r[2])) for r in rows]
