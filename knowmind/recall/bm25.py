@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.compounds import compound_expansions
 from knowmind.recall.language import LanguageDetector
 from knowmind.store import lexical
 from knowmind.store.lexical import ScoredTerm
@@ -21,8 +21,8 @@ __all__ = ["LexicalOptions", "OkapiBM25Stage"]
 _WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
 # A correction must be this similar (pg_trgm) to the unknown query lexeme.
 TYPO_SIMILARITY = 0.45
-# Compound parts have at least this many letters (stems of German nouns).
-COMPOUND_MIN_PART = 4
+# Shorter lexemes are not corrected (too few trigrams to tell a typo from another word).
+TYPO_MIN_LENGTH = 4
 # An expansion (compound or its part) counts this much of a query term.
 EXPANSION_WEIGHT = 0.5
 
@@ -93,7 +93,7 @@ class OkapiBM25Stage:
     ) -> _Analysis:
         dfs = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
-        unknown = [lexeme for lexeme, df in dfs.items() if df == 0]
+        unknown = [w for w, df in dfs.items() if df == 0 and len(w) >= TYPO_MIN_LENGTH]
         corrections: dict[str, list[str]] = {}
         if self.options.typos and unknown:
             similar = await lexical.similar_lexemes(
@@ -106,30 +106,13 @@ class OkapiBM25Stage:
                 terms += [ScoredTerm(w, df, 1.0 / len(chosen)) for w, df in chosen]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
-            compounds = await self._compounds(conn, query.tenant_id, dfs, corrections, terms)
+            words = [w for w in dfs if w not in corrections]
+            expanded = await compound_expansions(conn, query.tenant_id, words)
+            for word, expansions in expanded.items():
+                terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
+                compounds[word] = [w for w, _ in expansions]
         matched = sum(1 for lexeme, df in dfs.items() if df > 0 or lexeme in corrections)
         return _Analysis(_merge(terms), len(dfs), matched, corrections, compounds)
-
-    async def _compounds(
-        self,
-        conn: AsyncConnection,
-        tenant_id: UUID,
-        dfs: dict[str, int],
-        corrections: dict[str, list[str]],
-        terms: list[ScoredTerm],
-    ) -> dict[str, list[str]]:
-        """Adds the parts of query compounds and the tenant's compounds of query words."""
-        words = [w for w in dfs if w not in corrections and len(w) >= COMPOUND_MIN_PART]
-        long_words = [w for w in words if len(w) >= 2 * COMPOUND_MIN_PART]
-        parts = await lexical.compound_parts(conn, tenant_id, long_words, COMPOUND_MIN_PART)
-        containing = await lexical.compounds_containing(
-            conn, tenant_id, words, COMPOUND_MIN_PART, per_term=3
-        )
-        expansions: dict[str, list[str]] = {}
-        for word, found in [*parts.items(), *containing.items()]:
-            terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in found]
-            expansions.setdefault(word, []).extend(w for w, _ in found)
-        return expansions
 
 
 def _websearch(text: str) -> bool:

@@ -19,10 +19,10 @@ __all__ = [
     "ScoredTerm",
     "analyse_query",
     "bm25_candidates",
-    "compound_parts",
-    "compounds_containing",
     "corpus_stats",
     "idf",
+    "lexeme_dfs",
+    "lexemes_extending",
     "similar_lexemes",
 ]
 
@@ -84,90 +84,63 @@ async def similar_lexemes(
     conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
 ) -> dict[str, list[tuple[str, float, int]]]:
     """{lexeme: [(vocabulary lexeme, trigram similarity, df), …]} best first (ties: higher df),
-    at most ``per_term`` each, similarity ≥ ``threshold``."""
+    at most ``per_term`` each, similarity ≥ ``threshold`` (nearest by the trigram KNN index)."""
     if not lexemes:
         return {}
-    await conn.execute(
-        text("SELECT set_config('pg_trgm.similarity_threshold', :s, true)"), {"s": str(threshold)}
-    )
     rows = await conn.execute(
         text(
             "SELECT q.lexeme, c.lexeme, c.sim, c.df FROM unnest(CAST(:lexemes AS text[])) "
             "AS q(lexeme) CROSS JOIN LATERAL (SELECT l.lexeme, similarity(l.lexeme, q.lexeme) "
-            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme % q.lexeme "
-            "AND l.lexeme <> q.lexeme ORDER BY sim DESC, l.df DESC, l.lexeme LIMIT :n) c"
+            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme <> q.lexeme "
+            "ORDER BY lower(l.lexeme) <-> q.lexeme LIMIT :n) c"
         ),
-        {"t": tenant_id, "lexemes": list(lexemes), "n": per_term},
+        {"t": tenant_id, "lexemes": list(lexemes), "n": 2 * per_term},
     )
     found: dict[str, list[tuple[str, float, int]]] = {}
     for query_lexeme, lexeme, sim, df in rows:
-        found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
-    return found
+        if sim >= threshold:
+            found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
+    return {
+        q: sorted(c, key=lambda x: (-round(x[1], 6), -x[2], x[0]))[:per_term]
+        for q, c in found.items()
+    }
 
 
-async def compound_parts(
-    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_part: int
-) -> dict[str, list[tuple[str, int]]]:
-    """{lexeme: [(modifier, df), (head, df)]}: a split of the lexeme into two vocabulary
-    lexemes of at least ``min_part`` letters (a linking ``s`` dropped); of several splits, the
-    one whose rarer part is commonest."""
-    if not lexemes:
+async def lexeme_dfs(
+    conn: AsyncConnection, tenant_id: UUID, words: Sequence[str]
+) -> dict[str, int]:
+    """{word: df} of the words that are in the tenant's vocabulary."""
+    if not words:
         return {}
     rows = await conn.execute(
         text(
-            "SELECT DISTINCT ON (q.lexeme) q.lexeme, h.lexeme, h.df, t.lexeme, t.df "
-            "FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
-            "CROSS JOIN LATERAL generate_series(:m, length(q.lexeme) - :m) AS cut(i) "
-            "CROSS JOIN LATERAL (SELECT left(q.lexeme, cut.i) AS word UNION ALL "
-            " SELECT left(q.lexeme, cut.i - 1) WHERE substr(q.lexeme, cut.i, 1) = 's' "
-            " AND cut.i > :m) AS head "
-            "JOIN bm25_lexemes h ON h.tenant_id = :t AND h.lexeme = head.word "
-            "JOIN bm25_lexemes t ON t.tenant_id = :t AND t.lexeme = substr(q.lexeme, cut.i + 1) "
-            "ORDER BY q.lexeme, least(h.df, t.df) DESC, cut.i DESC"
+            "SELECT lexeme, df FROM bm25_lexemes WHERE tenant_id = :t "
+            "AND lexeme = ANY(CAST(:words AS text[]))"
         ),
-        {"t": tenant_id, "lexemes": list(lexemes), "m": min_part},
+        {"t": tenant_id, "words": sorted(set(words))},
     )
-    return {r[0]: [(r[1], int(r[2])), (r[3], int(r[4]))] for r in rows}
+    return {r[0]: int(r[1]) for r in rows}
 
 
-def _like_literal(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-async def compounds_containing(
-    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_rest: int, per_term: int
+async def lexemes_extending(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_extra: int
 ) -> dict[str, list[tuple[str, int]]]:
-    """{lexeme: [(compound, df), …]} commonest first: vocabulary lexemes made of the lexeme
-    and another vocabulary lexeme of at least ``min_rest`` letters, as head or as modifier
-    (a linking ``s`` allowed) — the index side of compound splitting, looked up at query time."""
+    """{lexeme: [(vocabulary lexeme, df), …]}: the tenant's lexemes that start or end with the
+    lexeme and are at least ``min_extra`` letters longer (prefix and suffix range scans)."""
     if not lexemes:
         return {}
     rows = await conn.execute(
         text(
-            "SELECT q.lexeme, c.lexeme, c.df FROM unnest(CAST(:lexemes AS text[]), "
-            "CAST(:literals AS text[])) AS q(lexeme, literal) CROSS JOIN LATERAL ("
-            " SELECT l.lexeme, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t "
-            " AND (l.lexeme LIKE '%' || q.literal OR l.lexeme LIKE q.literal || '%') "
-            " AND length(l.lexeme) >= length(q.lexeme) + :m "
-            " AND EXISTS (SELECT 1 FROM bm25_lexemes r WHERE r.tenant_id = :t "
-            "  AND length(r.lexeme) >= :m AND r.lexeme IN ("
-            "  CASE WHEN right(l.lexeme, length(q.lexeme)) = q.lexeme "
-            "   THEN left(l.lexeme, length(l.lexeme) - length(q.lexeme)) END, "
-            "  CASE WHEN right(l.lexeme, length(q.lexeme) + 1) = 's' || q.lexeme "
-            "   THEN left(l.lexeme, length(l.lexeme) - length(q.lexeme) - 1) END, "
-            "  CASE WHEN left(l.lexeme, length(q.lexeme)) = q.lexeme "
-            "   THEN substr(l.lexeme, length(q.lexeme) + 1) END, "
-            "  CASE WHEN left(l.lexeme, length(q.lexeme) + 1) = q.lexeme || 's' "
-            "   THEN substr(l.lexeme, length(q.lexeme) + 2) END)) "
-            " ORDER BY l.df DESC, l.lexeme LIMIT :n) c"
+            "SELECT q.lexeme, x.lexeme, x.df FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
+            "CROSS JOIN LATERAL (SELECT l.lexeme, l.df FROM bm25_lexemes l "
+            " WHERE l.tenant_id = :t AND l.lexeme > q.lexeme "
+            ' AND l.lexeme < q.lexeme || chr(1114111) COLLATE "C" '
+            " UNION SELECT l.lexeme, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t"
+            " AND l.reversed > reverse(q.lexeme)"
+            ' AND l.reversed < reverse(q.lexeme) || chr(1114111) COLLATE "C") x '
+            "WHERE length(x.lexeme) >= length(q.lexeme) + :m"
         ),
-        {
-            "t": tenant_id,
-            "lexemes": list(lexemes),
-            "literals": [_like_literal(x) for x in lexemes],
-            "m": min_rest,
-            "n": per_term,
-        },
+        {"t": tenant_id, "lexemes": list(lexemes), "m": min_extra},
     )
     found: dict[str, list[tuple[str, int]]] = {}
     for query_lexeme, lexeme, df in rows:
