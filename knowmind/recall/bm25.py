@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -63,8 +64,7 @@ class OkapiBM25Stage:
         async with ctx.db.tenant_tx(query.tenant_id) as conn:
             stats = await lexical.corpus_stats(conn, query.tenant_id)
             analysis = await self._analyse(conn, query, languages)
-            rows = await lexical.bm25_candidates(
-                conn,
+            request = lexical.BM25Request(
                 query.tenant_id,
                 analysis.terms,
                 stats,
@@ -75,6 +75,7 @@ class OkapiBM25Stage:
                 budget=self.options.postings_budget,
                 websearch=(query.language, query.text) if _websearch(query.text) else None,
             )
+            rows = await lexical.bm25_candidates(conn, request)
         candidates = [Candidate(chunk_id, memory_id, s) for chunk_id, memory_id, s in rows]
         ctx.signals[self.name] = _signals(analysis, candidates, query.language, detected)
         ctx.explain["bm25_corrections"] = analysis.corrections
@@ -91,28 +92,44 @@ class OkapiBM25Stage:
     async def _analyse(
         self, conn: AsyncConnection, query: RecallQuery, languages: Sequence[str]
     ) -> _Analysis:
+        """The query's lexemes with their df, plus compound parts and typo corrections.
+        Compounds come first: a word that splits is not a typo."""
         dfs = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
-        unknown = [w for w, df in dfs.items() if df == 0 and len(w) >= TYPO_MIN_LENGTH]
-        corrections: dict[str, list[str]] = {}
-        if self.options.typos and unknown:
-            similar = await lexical.similar_lexemes(
-                conn, query.tenant_id, unknown, TYPO_SIMILARITY, per_term=2
-            )
-            for lexeme, found in similar.items():
-                best = found[0][1]
-                chosen = [(w, df) for w, sim, df in found if sim >= best - 0.05]
-                corrections[lexeme] = [w for w, _ in chosen]
-                terms += [ScoredTerm(w, df, 1.0 / len(chosen)) for w, df in chosen]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
-            words = [w for w in dfs if w not in corrections]
-            expanded = await compound_expansions(conn, query.tenant_id, words)
+            expanded = await compound_expansions(conn, query.tenant_id, list(dfs))
             for word, expansions in expanded.items():
                 terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
                 compounds[word] = [w for w, _ in expansions]
-        matched = sum(1 for lexeme, df in dfs.items() if df > 0 or lexeme in corrections)
+        corrections: dict[str, list[str]] = {}
+        if self.options.typos:
+            unknown = [
+                w
+                for w, df in dfs.items()
+                if df == 0 and len(w) >= TYPO_MIN_LENGTH and w not in compounds
+            ]
+            corrections = await self._corrections(conn, query.tenant_id, unknown, terms)
+        matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
         return _Analysis(_merge(terms), len(dfs), matched, corrections, compounds)
+
+    async def _corrections(
+        self, conn: AsyncConnection, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]
+    ) -> dict[str, list[str]]:
+        """{unknown lexeme: its closest vocabulary lexemes}, added to ``terms`` (two equally
+        close corrections share the weight of the word)."""
+        if not unknown:
+            return {}
+        similar = await lexical.similar_lexemes(
+            conn, tenant_id, unknown, TYPO_SIMILARITY, per_term=2
+        )
+        corrections = {}
+        for lexeme, found in similar.items():
+            best = found[0][1]
+            chosen = [(w, df) for w, sim, df in found if sim >= best - 0.05]
+            corrections[lexeme] = [w for w, _ in chosen]
+            terms += [ScoredTerm(w, df, 1.0 / len(chosen)) for w, df in chosen]
+        return corrections
 
 
 def _websearch(text: str) -> bool:

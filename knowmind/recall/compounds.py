@@ -1,7 +1,8 @@
 """German compounds, split with the tenant's own vocabulary (no dictionary to ship): a query
 lexeme made of two vocabulary lexemes also searches its parts ("projektleiterin" → "projekt",
 "leiterin"), and a query lexeme also searches the tenant's compounds made of it and another
-vocabulary lexeme ("leiterin" → "projektleiterin"), so both directions meet at query time."""
+vocabulary or query lexeme ("leiterin" → "projektleiterin"), so both directions meet at query
+time. (The German snowball stemmer cuts "-erin": the lexemes are "projektleit", "leit".)"""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ async def compound_expansions(
         if valid:  # the split whose rarer part is commonest, the longer head on ties
             m, h = max(valid, key=lambda s: (min(known[s[0]], known[s[1]]), len(s[1])))
             expansions[word] = [(m, known[m]), (h, known[h])]
+    parts = set(known) | set(words)  # "Leiterin des Projekts": the other part is in the query
     for word, found in extending.items():
-        compounds = [(c, df) for c, df in found if any(r in known for r in _rests(word, c))]
+        compounds = [(c, df) for c, df in found if any(r in parts for r in _rests(word, c))]
         compounds.sort(key=lambda c: (-c[1], c[0]))
         if compounds:
             expansions.setdefault(word, []).extend(compounds[:COMPOUNDS_PER_TERM])

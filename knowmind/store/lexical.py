@@ -15,10 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.store.search import MemoryFilters
 
 __all__ = [
+    "BM25Request",
     "CorpusStats",
     "ScoredTerm",
     "analyse_query",
     "bm25_candidates",
+    "bm25_plan",
     "corpus_stats",
     "idf",
     "lexeme_dfs",
@@ -163,10 +165,10 @@ def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list
 
 
 def _bm25_sql(where: str, exhaustive: bool) -> str:
-    weight = "q.weight * t.tf * (:k1 + 1) / (t.tf + :k1 * (1 - :b + :b * t.doc_len / :avgdl))"
+    weight = "q.weight * t.tf * (p.k1 + 1) / (t.tf + p.k1 * (1 - p.b + p.b * t.doc_len / p.avgdl))"
     if exhaustive:
         scored = (
-            f"SELECT t.chunk_id, sum({weight}) AS score FROM q JOIN chunk_terms t "
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM q CROSS JOIN p JOIN chunk_terms t "
             "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme GROUP BY t.chunk_id"
         )
     else:
@@ -181,12 +183,14 @@ def _bm25_sql(where: str, exhaustive: bool) -> str:
             "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
             "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df) "
             f"SELECT t.chunk_id, sum({weight}) AS score FROM found t JOIN q USING (lexeme) "
-            "GROUP BY t.chunk_id"
+            "CROSS JOIN p GROUP BY t.chunk_id"
         )
     return (
         "WITH q AS MATERIALIZED (SELECT * FROM unnest(CAST(:lexemes AS text[]), "
         "CAST(:weights AS float8[]), CAST(:dfs AS int[]), CAST(:depths AS int[])) "
         "AS q(lexeme, weight, df, depth)), "
+        "p AS (SELECT CAST(:k1 AS float8) AS k1, CAST(:b AS float8) AS b, "
+        "CAST(:avgdl AS float8) AS avgdl), "
         f"scored AS MATERIALIZED ({scored} ORDER BY score DESC, chunk_id LIMIT :shortlist) "
         "SELECT s.chunk_id, c.memory_id, s.score FROM scored s JOIN chunks c "
         "ON c.tenant_id = :tenant AND c.id = s.chunk_id JOIN memories m "
@@ -195,47 +199,66 @@ def _bm25_sql(where: str, exhaustive: bool) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class BM25Request:
+    """One BM25 scoring: the query's terms, the corpus statistics, filters and parameters.
+    ``websearch`` (language, query) keeps only chunks matching ``websearch_to_tsquery``."""
+
+    tenant_id: UUID
+    terms: Sequence[ScoredTerm]
+    stats: CorpusStats
+    filters: MemoryFilters
+    limit: int
+    k1: float
+    b: float
+    budget: int
+    websearch: tuple[str, str] | None = None
+
+    def statement(self, exhaustive: bool = False) -> tuple[str, dict[str, Any], bool]:
+        """SQL, parameters, and whether some term's postings are read only in part."""
+        terms = [t for t in self.terms if t.df > 0]
+        depths = posting_depths(terms, self.budget, floor=2 * self.limit)
+        where, filter_params = self.filters.sql()
+        if self.websearch is not None:
+            where += (
+                " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
+            )
+            filter_params |= {"ws_language": self.websearch[0], "ws_query": self.websearch[1]}
+        params: dict[str, Any] = {
+            "tenant": self.tenant_id,
+            "lexemes": [t.lexeme for t in terms],
+            "weights": [t.weight * idf(self.stats.chunk_count, t.df) for t in terms],
+            "dfs": [t.df for t in terms],
+            "depths": depths,
+            "k1": self.k1,
+            "b": self.b,
+            "avgdl": max(self.stats.avgdl, 1e-9),
+            "limit": self.limit,
+            "shortlist": 2**31 - 1 if exhaustive else 2 * self.limit + 20,
+            **filter_params,
+        }
+        truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
+        return _bm25_sql(where, exhaustive), params, truncated or sum(depths) > params["shortlist"]
+
+
 async def bm25_candidates(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    terms: Sequence[ScoredTerm],
-    stats: CorpusStats,
-    filters: MemoryFilters,
-    limit: int,
-    *,
-    k1: float,
-    b: float,
-    budget: int,
-    websearch: tuple[str, str] | None = None,
+    conn: AsyncConnection, request: BM25Request
 ) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, BM25 score), best first. Candidates come from the best postings
-    of each term (bounded by ``budget``) and are then scored exactly; when the filters leave
-    fewer than ``limit`` of them, the filtered chunks are scored instead. ``websearch``
-    (language, query) keeps only chunks matching ``websearch_to_tsquery`` (phrases, -word)."""
-    terms = [t for t in terms if t.df > 0]
-    if not terms or stats.chunk_count == 0:
+    of each term (bounded by ``budget``, rarest terms first) and are then scored exactly;
+    when the filters leave fewer than ``limit`` of them, the filtered chunks are scored."""
+    if not any(t.df > 0 for t in request.terms) or request.stats.chunk_count == 0:
         return []
-    depths = posting_depths(terms, budget, floor=2 * limit)
-    where, filter_params = filters.sql()
-    if websearch is not None:
-        where += " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
-        filter_params |= {"ws_language": websearch[0], "ws_query": websearch[1]}
-    params: dict[str, Any] = {
-        "tenant": tenant_id,
-        "lexemes": [t.lexeme for t in terms],
-        "weights": [t.weight * idf(stats.chunk_count, t.df) for t in terms],
-        "dfs": [t.df for t in terms],
-        "depths": depths,
-        "k1": k1,
-        "b": b,
-        "avgdl": max(stats.avgdl, 1e-9),
-        "limit": limit,
-        "shortlist": 2 * limit + 20,
-        **filter_params,
-    }
-    rows = (await conn.execute(text(_bm25_sql(where, exhaustive=False)), params)).all()
-    truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
-    if len(rows) < limit and (truncated or sum(depths) > params["shortlist"]):
-        params["shortlist"] = 2**31 - 1
-        rows = (await conn.execute(text(_bm25_sql(where, exhaustive=True)), params)).all()
+    sql, params, partial = request.statement()
+    rows = (await conn.execute(text(sql), params)).all()
+    if len(rows) < request.limit and partial:
+        sql, params, _ = request.statement(exhaustive=True)
+        rows = (await conn.execute(text(sql), params)).all()
     return [(r[0], r[1], float(r[2])) for r in rows]
+
+
+async def bm25_plan(conn: AsyncConnection, request: BM25Request) -> str:
+    """The executed plan of the bounded BM25 statement (EXPLAIN ANALYZE), for checks."""
+    sql, params, _ = request.statement()
+    rows = await conn.execute(text(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}"), params)
+    return "\n".join(r[0] for r in rows)
