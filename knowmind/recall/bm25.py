@@ -11,6 +11,7 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.compounds import compound_expansions
 from knowmind.recall.language import LanguageDetector
 from knowmind.store import lexical
 from knowmind.store.lexical import ScoredTerm
@@ -21,8 +22,8 @@ __all__ = ["LexicalOptions", "OkapiBM25Stage"]
 _WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
 # A correction must be this similar (pg_trgm) to the unknown query lexeme.
 TYPO_SIMILARITY = 0.45
-# Compound parts have at least this many letters (stems of German nouns).
-COMPOUND_MIN_PART = 4
+# Shorter lexemes are not corrected (too few trigrams to tell a typo from another word).
+TYPO_MIN_LENGTH = 4
 # An expansion (compound or its part) counts this much of a query term.
 EXPANSION_WEIGHT = 0.5
 
@@ -63,8 +64,7 @@ class OkapiBM25Stage:
         async with ctx.db.tenant_tx(query.tenant_id) as conn:
             stats = await lexical.corpus_stats(conn, query.tenant_id)
             analysis = await self._analyse(conn, query, languages)
-            rows = await lexical.bm25_candidates(
-                conn,
+            request = lexical.BM25Request(
                 query.tenant_id,
                 analysis.terms,
                 stats,
@@ -75,6 +75,7 @@ class OkapiBM25Stage:
                 budget=self.options.postings_budget,
                 websearch=(query.language, query.text) if _websearch(query.text) else None,
             )
+            rows = await lexical.bm25_candidates(conn, request)
         candidates = [Candidate(chunk_id, memory_id, s) for chunk_id, memory_id, s in rows]
         ctx.signals[self.name] = _signals(analysis, candidates, query.language, detected)
         ctx.explain["bm25_corrections"] = analysis.corrections
@@ -91,45 +92,44 @@ class OkapiBM25Stage:
     async def _analyse(
         self, conn: AsyncConnection, query: RecallQuery, languages: Sequence[str]
     ) -> _Analysis:
+        """The query's lexemes with their df, plus compound parts and typo corrections.
+        Compounds come first: a word that splits is not a typo."""
         dfs = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
-        unknown = [lexeme for lexeme, df in dfs.items() if df == 0]
-        corrections: dict[str, list[str]] = {}
-        if self.options.typos and unknown:
-            similar = await lexical.similar_lexemes(
-                conn, query.tenant_id, unknown, TYPO_SIMILARITY, per_term=2
-            )
-            for lexeme, found in similar.items():
-                best = found[0][1]
-                chosen = [(w, df) for w, sim, df in found if sim >= best - 0.05]
-                corrections[lexeme] = [w for w, _ in chosen]
-                terms += [ScoredTerm(w, df, 1.0 / len(chosen)) for w, df in chosen]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
-            compounds = await self._compounds(conn, query.tenant_id, dfs, corrections, terms)
-        matched = sum(1 for lexeme, df in dfs.items() if df > 0 or lexeme in corrections)
+            expanded = await compound_expansions(conn, query.tenant_id, list(dfs))
+            for word, expansions in expanded.items():
+                terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
+                compounds[word] = [w for w, _ in expansions]
+        corrections: dict[str, list[str]] = {}
+        if self.options.typos:
+            unknown = [
+                w
+                for w, df in dfs.items()
+                if df == 0 and len(w) >= TYPO_MIN_LENGTH and w not in compounds
+            ]
+            corrections = await self._corrections(conn, query.tenant_id, unknown, terms)
+        matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
         return _Analysis(_merge(terms), len(dfs), matched, corrections, compounds)
 
-    async def _compounds(
-        self,
-        conn: AsyncConnection,
-        tenant_id: UUID,
-        dfs: dict[str, int],
-        corrections: dict[str, list[str]],
-        terms: list[ScoredTerm],
+    async def _corrections(
+        self, conn: AsyncConnection, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]
     ) -> dict[str, list[str]]:
-        """Adds the parts of query compounds and the tenant's compounds of query words."""
-        words = [w for w in dfs if w not in corrections and len(w) >= COMPOUND_MIN_PART]
-        long_words = [w for w in words if len(w) >= 2 * COMPOUND_MIN_PART]
-        parts = await lexical.compound_parts(conn, tenant_id, long_words, COMPOUND_MIN_PART)
-        containing = await lexical.compounds_containing(
-            conn, tenant_id, words, COMPOUND_MIN_PART, per_term=3
+        """{unknown lexeme: its closest vocabulary lexemes}, added to ``terms`` (two equally
+        close corrections share the weight of the word)."""
+        if not unknown:
+            return {}
+        similar = await lexical.similar_lexemes(
+            conn, tenant_id, unknown, TYPO_SIMILARITY, per_term=2
         )
-        expansions: dict[str, list[str]] = {}
-        for word, found in [*parts.items(), *containing.items()]:
-            terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in found]
-            expansions.setdefault(word, []).extend(w for w, _ in found)
-        return expansions
+        corrections = {}
+        for lexeme, found in similar.items():
+            best = found[0][1]
+            chosen = [(w, df) for w, sim, df in found if sim >= best - 0.05]
+            corrections[lexeme] = [w for w, _ in chosen]
+            terms += [ScoredTerm(w, df, 1.0 / len(chosen)) for w, df in chosen]
+        return corrections
 
 
 def _websearch(text: str) -> bool:

@@ -13,6 +13,9 @@ __all__ = ["TENANT_TABLES", "erase_memories", "erase_orphan_entities", "tenant_r
 TENANT_TABLES = (
     "jobs",
     "mentions",
+    "chunk_terms",
+    "bm25_lexemes",
+    "bm25_corpus",
     "edges",
     "chunks",
     "memories",

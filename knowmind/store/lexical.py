@@ -15,14 +15,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.store.search import MemoryFilters
 
 __all__ = [
+    "BM25Request",
     "CorpusStats",
     "ScoredTerm",
     "analyse_query",
     "bm25_candidates",
-    "compound_parts",
-    "compounds_containing",
+    "bm25_plan",
     "corpus_stats",
     "idf",
+    "lexeme_dfs",
+    "lexemes_extending",
     "similar_lexemes",
 ]
 
@@ -84,90 +86,63 @@ async def similar_lexemes(
     conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
 ) -> dict[str, list[tuple[str, float, int]]]:
     """{lexeme: [(vocabulary lexeme, trigram similarity, df), …]} best first (ties: higher df),
-    at most ``per_term`` each, similarity ≥ ``threshold``."""
+    at most ``per_term`` each, similarity ≥ ``threshold`` (nearest by the trigram KNN index)."""
     if not lexemes:
         return {}
-    await conn.execute(
-        text("SELECT set_config('pg_trgm.similarity_threshold', :s, true)"), {"s": str(threshold)}
-    )
     rows = await conn.execute(
         text(
             "SELECT q.lexeme, c.lexeme, c.sim, c.df FROM unnest(CAST(:lexemes AS text[])) "
             "AS q(lexeme) CROSS JOIN LATERAL (SELECT l.lexeme, similarity(l.lexeme, q.lexeme) "
-            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme % q.lexeme "
-            "AND l.lexeme <> q.lexeme ORDER BY sim DESC, l.df DESC, l.lexeme LIMIT :n) c"
+            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme <> q.lexeme "
+            "ORDER BY lower(l.lexeme) <-> q.lexeme LIMIT :n) c"
         ),
-        {"t": tenant_id, "lexemes": list(lexemes), "n": per_term},
+        {"t": tenant_id, "lexemes": list(lexemes), "n": 2 * per_term},
     )
     found: dict[str, list[tuple[str, float, int]]] = {}
     for query_lexeme, lexeme, sim, df in rows:
-        found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
-    return found
+        if sim >= threshold:
+            found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
+    return {
+        q: sorted(c, key=lambda x: (-round(x[1], 6), -x[2], x[0]))[:per_term]
+        for q, c in found.items()
+    }
 
 
-async def compound_parts(
-    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_part: int
-) -> dict[str, list[tuple[str, int]]]:
-    """{lexeme: [(modifier, df), (head, df)]}: a split of the lexeme into two vocabulary
-    lexemes of at least ``min_part`` letters (a linking ``s`` dropped); of several splits, the
-    one whose rarer part is commonest."""
-    if not lexemes:
+async def lexeme_dfs(
+    conn: AsyncConnection, tenant_id: UUID, words: Sequence[str]
+) -> dict[str, int]:
+    """{word: df} of the words that are in the tenant's vocabulary."""
+    if not words:
         return {}
     rows = await conn.execute(
         text(
-            "SELECT DISTINCT ON (q.lexeme) q.lexeme, h.lexeme, h.df, t.lexeme, t.df "
-            "FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
-            "CROSS JOIN LATERAL generate_series(:m, length(q.lexeme) - :m) AS cut(i) "
-            "CROSS JOIN LATERAL (SELECT left(q.lexeme, cut.i) AS word UNION ALL "
-            " SELECT left(q.lexeme, cut.i - 1) WHERE substr(q.lexeme, cut.i, 1) = 's' "
-            " AND cut.i > :m) AS head "
-            "JOIN bm25_lexemes h ON h.tenant_id = :t AND h.lexeme = head.word "
-            "JOIN bm25_lexemes t ON t.tenant_id = :t AND t.lexeme = substr(q.lexeme, cut.i + 1) "
-            "ORDER BY q.lexeme, least(h.df, t.df) DESC, cut.i DESC"
+            "SELECT lexeme, df FROM bm25_lexemes WHERE tenant_id = :t "
+            "AND lexeme = ANY(CAST(:words AS text[]))"
         ),
-        {"t": tenant_id, "lexemes": list(lexemes), "m": min_part},
+        {"t": tenant_id, "words": sorted(set(words))},
     )
-    return {r[0]: [(r[1], int(r[2])), (r[3], int(r[4]))] for r in rows}
+    return {r[0]: int(r[1]) for r in rows}
 
 
-def _like_literal(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-async def compounds_containing(
-    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_rest: int, per_term: int
+async def lexemes_extending(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_extra: int
 ) -> dict[str, list[tuple[str, int]]]:
-    """{lexeme: [(compound, df), …]} commonest first: vocabulary lexemes made of the lexeme
-    and another vocabulary lexeme of at least ``min_rest`` letters, as head or as modifier
-    (a linking ``s`` allowed) — the index side of compound splitting, looked up at query time."""
+    """{lexeme: [(vocabulary lexeme, df), …]}: the tenant's lexemes that start or end with the
+    lexeme and are at least ``min_extra`` letters longer (prefix and suffix range scans)."""
     if not lexemes:
         return {}
     rows = await conn.execute(
         text(
-            "SELECT q.lexeme, c.lexeme, c.df FROM unnest(CAST(:lexemes AS text[]), "
-            "CAST(:literals AS text[])) AS q(lexeme, literal) CROSS JOIN LATERAL ("
-            " SELECT l.lexeme, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t "
-            " AND (l.lexeme LIKE '%' || q.literal OR l.lexeme LIKE q.literal || '%') "
-            " AND length(l.lexeme) >= length(q.lexeme) + :m "
-            " AND EXISTS (SELECT 1 FROM bm25_lexemes r WHERE r.tenant_id = :t "
-            "  AND length(r.lexeme) >= :m AND r.lexeme IN ("
-            "  CASE WHEN right(l.lexeme, length(q.lexeme)) = q.lexeme "
-            "   THEN left(l.lexeme, length(l.lexeme) - length(q.lexeme)) END, "
-            "  CASE WHEN right(l.lexeme, length(q.lexeme) + 1) = 's' || q.lexeme "
-            "   THEN left(l.lexeme, length(l.lexeme) - length(q.lexeme) - 1) END, "
-            "  CASE WHEN left(l.lexeme, length(q.lexeme)) = q.lexeme "
-            "   THEN substr(l.lexeme, length(q.lexeme) + 1) END, "
-            "  CASE WHEN left(l.lexeme, length(q.lexeme) + 1) = q.lexeme || 's' "
-            "   THEN substr(l.lexeme, length(q.lexeme) + 2) END)) "
-            " ORDER BY l.df DESC, l.lexeme LIMIT :n) c"
+            "SELECT q.lexeme, x.lexeme, x.df FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
+            "CROSS JOIN LATERAL (SELECT l.lexeme, l.df FROM bm25_lexemes l "
+            " WHERE l.tenant_id = :t AND l.lexeme > q.lexeme "
+            ' AND l.lexeme < q.lexeme || chr(1114111) COLLATE "C" '
+            " UNION SELECT l.lexeme, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t"
+            " AND l.reversed > reverse(q.lexeme)"
+            ' AND l.reversed < reverse(q.lexeme) || chr(1114111) COLLATE "C") x '
+            "WHERE length(x.lexeme) >= length(q.lexeme) + :m"
         ),
-        {
-            "t": tenant_id,
-            "lexemes": list(lexemes),
-            "literals": [_like_literal(x) for x in lexemes],
-            "m": min_rest,
-            "n": per_term,
-        },
+        {"t": tenant_id, "lexemes": list(lexemes), "m": min_extra},
     )
     found: dict[str, list[tuple[str, int]]] = {}
     for query_lexeme, lexeme, df in rows:
@@ -190,10 +165,10 @@ def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list
 
 
 def _bm25_sql(where: str, exhaustive: bool) -> str:
-    weight = "q.weight * t.tf * (:k1 + 1) / (t.tf + :k1 * (1 - :b + :b * t.doc_len / :avgdl))"
+    weight = "q.weight * t.tf * (p.k1 + 1) / (t.tf + p.k1 * (1 - p.b + p.b * t.doc_len / p.avgdl))"
     if exhaustive:
         scored = (
-            f"SELECT t.chunk_id, sum({weight}) AS score FROM q JOIN chunk_terms t "
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM q CROSS JOIN p JOIN chunk_terms t "
             "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme GROUP BY t.chunk_id"
         )
     else:
@@ -208,12 +183,14 @@ def _bm25_sql(where: str, exhaustive: bool) -> str:
             "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
             "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df) "
             f"SELECT t.chunk_id, sum({weight}) AS score FROM found t JOIN q USING (lexeme) "
-            "GROUP BY t.chunk_id"
+            "CROSS JOIN p GROUP BY t.chunk_id"
         )
     return (
         "WITH q AS MATERIALIZED (SELECT * FROM unnest(CAST(:lexemes AS text[]), "
         "CAST(:weights AS float8[]), CAST(:dfs AS int[]), CAST(:depths AS int[])) "
         "AS q(lexeme, weight, df, depth)), "
+        "p AS (SELECT CAST(:k1 AS float8) AS k1, CAST(:b AS float8) AS b, "
+        "CAST(:avgdl AS float8) AS avgdl), "
         f"scored AS MATERIALIZED ({scored} ORDER BY score DESC, chunk_id LIMIT :shortlist) "
         "SELECT s.chunk_id, c.memory_id, s.score FROM scored s JOIN chunks c "
         "ON c.tenant_id = :tenant AND c.id = s.chunk_id JOIN memories m "
@@ -222,47 +199,66 @@ def _bm25_sql(where: str, exhaustive: bool) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class BM25Request:
+    """One BM25 scoring: the query's terms, the corpus statistics, filters and parameters.
+    ``websearch`` (language, query) keeps only chunks matching ``websearch_to_tsquery``."""
+
+    tenant_id: UUID
+    terms: Sequence[ScoredTerm]
+    stats: CorpusStats
+    filters: MemoryFilters
+    limit: int
+    k1: float
+    b: float
+    budget: int
+    websearch: tuple[str, str] | None = None
+
+    def statement(self, exhaustive: bool = False) -> tuple[str, dict[str, Any], bool]:
+        """SQL, parameters, and whether some term's postings are read only in part."""
+        terms = [t for t in self.terms if t.df > 0]
+        depths = posting_depths(terms, self.budget, floor=2 * self.limit)
+        where, filter_params = self.filters.sql()
+        if self.websearch is not None:
+            where += (
+                " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
+            )
+            filter_params |= {"ws_language": self.websearch[0], "ws_query": self.websearch[1]}
+        params: dict[str, Any] = {
+            "tenant": self.tenant_id,
+            "lexemes": [t.lexeme for t in terms],
+            "weights": [t.weight * idf(self.stats.chunk_count, t.df) for t in terms],
+            "dfs": [t.df for t in terms],
+            "depths": depths,
+            "k1": self.k1,
+            "b": self.b,
+            "avgdl": max(self.stats.avgdl, 1e-9),
+            "limit": self.limit,
+            "shortlist": 2**31 - 1 if exhaustive else 2 * self.limit + 20,
+            **filter_params,
+        }
+        truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
+        return _bm25_sql(where, exhaustive), params, truncated or sum(depths) > params["shortlist"]
+
+
 async def bm25_candidates(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    terms: Sequence[ScoredTerm],
-    stats: CorpusStats,
-    filters: MemoryFilters,
-    limit: int,
-    *,
-    k1: float,
-    b: float,
-    budget: int,
-    websearch: tuple[str, str] | None = None,
+    conn: AsyncConnection, request: BM25Request
 ) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, BM25 score), best first. Candidates come from the best postings
-    of each term (bounded by ``budget``) and are then scored exactly; when the filters leave
-    fewer than ``limit`` of them, the filtered chunks are scored instead. ``websearch``
-    (language, query) keeps only chunks matching ``websearch_to_tsquery`` (phrases, -word)."""
-    terms = [t for t in terms if t.df > 0]
-    if not terms or stats.chunk_count == 0:
+    of each term (bounded by ``budget``, rarest terms first) and are then scored exactly;
+    when the filters leave fewer than ``limit`` of them, the filtered chunks are scored."""
+    if not any(t.df > 0 for t in request.terms) or request.stats.chunk_count == 0:
         return []
-    depths = posting_depths(terms, budget, floor=2 * limit)
-    where, filter_params = filters.sql()
-    if websearch is not None:
-        where += " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
-        filter_params |= {"ws_language": websearch[0], "ws_query": websearch[1]}
-    params: dict[str, Any] = {
-        "tenant": tenant_id,
-        "lexemes": [t.lexeme for t in terms],
-        "weights": [t.weight * idf(stats.chunk_count, t.df) for t in terms],
-        "dfs": [t.df for t in terms],
-        "depths": depths,
-        "k1": k1,
-        "b": b,
-        "avgdl": max(stats.avgdl, 1e-9),
-        "limit": limit,
-        "shortlist": 2 * limit + 20,
-        **filter_params,
-    }
-    rows = (await conn.execute(text(_bm25_sql(where, exhaustive=False)), params)).all()
-    truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
-    if len(rows) < limit and (truncated or sum(depths) > params["shortlist"]):
-        params["shortlist"] = 2**31 - 1
-        rows = (await conn.execute(text(_bm25_sql(where, exhaustive=True)), params)).all()
+    sql, params, partial = request.statement()
+    rows = (await conn.execute(text(sql), params)).all()
+    if len(rows) < request.limit and partial:
+        sql, params, _ = request.statement(exhaustive=True)
+        rows = (await conn.execute(text(sql), params)).all()
     return [(r[0], r[1], float(r[2])) for r in rows]
+
+
+async def bm25_plan(conn: AsyncConnection, request: BM25Request) -> str:
+    """The executed plan of the bounded BM25 statement (EXPLAIN ANALYZE), for checks."""
+    sql, params, _ = request.statement()
+    rows = await conn.execute(text(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}"), params)
+    return "\n".join(r[0] for r in rows)

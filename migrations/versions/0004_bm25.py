@@ -85,7 +85,7 @@ def _remove(source: str) -> str:
 
 
 def upgrade() -> None:
-    op.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
+    op.execute("CREATE EXTENSION IF NOT EXISTS btree_gist")
     op.execute(
         """
         CREATE TABLE bm25_corpus (
@@ -99,22 +99,31 @@ def upgrade() -> None:
         """
         CREATE TABLE bm25_lexemes (
           tenant_id uuid NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
-          lexeme text NOT NULL,
+          lexeme text COLLATE "C" NOT NULL,
           df integer NOT NULL CHECK (df > 0),
+          -- for suffix look-ups (a column, not an expression index: under row-level security
+          -- only leakproof operators on plain columns become index conditions)
+          reversed text COLLATE "C" GENERATED ALWAYS AS (reverse(lexeme)) STORED,
           PRIMARY KEY (tenant_id, lexeme)
         )
         """
     )
+    # Typo correction: nearest lexemes by trigram distance (KNN). Compound look-ups: lexemes
+    # with a given prefix (the byte-ordered primary key) or suffix (reversed, byte-ordered).
+    # (on lower(lexeme), lexemes being lower-case already, so that equality look-ups of a
+    # lexeme keep to the primary key)
     op.execute(
-        "CREATE INDEX bm25_lexemes_trgm ON bm25_lexemes USING gin (tenant_id, lexeme gin_trgm_ops)"
+        "CREATE INDEX bm25_lexemes_trgm ON bm25_lexemes "
+        "USING gist (tenant_id, lower(lexeme) gist_trgm_ops)"
     )
+    op.execute("CREATE INDEX bm25_lexemes_suffix ON bm25_lexemes (tenant_id, reversed)")
     # Postings are removed by the chunk triggers (no foreign key: it would cost one lookup per
     # posting on every insert).
     op.execute(
         """
         CREATE TABLE chunk_terms (
           tenant_id uuid NOT NULL,
-          lexeme text NOT NULL,
+          lexeme text COLLATE "C" NOT NULL,
           chunk_id uuid NOT NULL,
           tf integer NOT NULL CHECK (tf > 0),
           doc_len integer NOT NULL CHECK (doc_len > 0),
