@@ -42,9 +42,9 @@ class PipelineSystem:
 
 # Each new lexical feature off, by its setting, on the same database and embedder.
 LEXICAL_ABLATIONS = {
-    "knowmind-no-typo": (("bm25_typo_tolerance", False),),
-    "knowmind-no-compounds": (("bm25_compounds", False),),
-    "knowmind-no-query-language": (("bm25_query_language", False),),
+    "knowmind-no-typo": (("bm25_typos", "off"),),
+    "knowmind-no-compounds": (("bm25_compounds", "off"),),
+    "knowmind-no-query-language": (("bm25_query_language", "off"),),
 }
 # "filename" and the peers are not pipelines.
 PIPELINE_SYSTEMS: dict[str, PipelineSystem] = {

@@ -80,3 +80,25 @@ def test_logistic_fit_recovers_the_generating_model():
     assert coefficients == pytest.approx([2.0, -10.0], rel=0.15)
     # the log-odds at the features' centre (the bias alone is poorly determined so far out)
     assert bias + coefficients @ [0.0, 0.5] == pytest.approx(0.5 - 5.0, abs=0.15)
+
+
+def test_significance_compares_knowmind_with_vector_and_the_best_peer_per_split():
+    from benchmark.runner import SystemResult, significance
+
+    ids = [f"q{i}" for i in range(30)]
+
+    def system(name: str, score) -> SystemResult:
+        return SystemResult(name, {}, {}, {q: {"ndcg@10": score(i)} for i, q in enumerate(ids)})
+
+    results = {
+        "knowmind": system("knowmind", lambda i: 0.9),
+        "vector": system("vector", lambda i: 0.8 if i % 3 else 0.9),
+        "txtai-bb25": system("txtai-bb25", lambda i: 0.5),
+        "lancedb-hybrid": system("lancedb-hybrid", lambda i: 0.7),
+    }
+    out = significance("xquad-de", results)
+    assert out["metric"] == "ndcg@10" and out["best_peer"]["system"] == "lancedb-hybrid"
+    dev, test = out["vector"]["dev"], out["vector"]["test"]
+    assert dev["queries"] + test["queries"] == 30
+    assert dev["ties"] + test["ties"] == 10 and dev["losses"] + test["losses"] == 0
+    assert out["best_peer"]["test"]["wins"] == test["queries"]
