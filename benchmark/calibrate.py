@@ -2,8 +2,8 @@
 
 1. ``collect``: every stage runs once per query through the real pipeline (real ingest, real
    stages); each stage's ranking (sources, scores) and signals are stored in a JSON dump.
-2. ``fit`` (seconds, offline, from the dump): per stage a logistic model of "the stage's top hit
-   is relevant" over its own signals, on the dev queries only (each dataset weighs the same);
+2. ``fit`` (seconds, offline, from the dump): per stage a logistic model of the stage's own
+   quality on the query (its ranking's primary metric, a share in [0, 1]) over its signals, on the dev queries only (each dataset weighs the same);
    then the odds exponent and the depth floor by grid search on the dev primary metric
    (macro-averaged over datasets). Writes ``knowmind/recall/fusion_calibration.json``.
 3. Every fusion variant is evaluated offline with the pipeline's own fusion code, on dev and
@@ -43,7 +43,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "graph": ("entity_score", "named_entities", "linked", "score_gap"),
     "identity": ("entity_score", "intent_relation"),
 }
-SHARPNESS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+SHARPNESS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 DEPTH_FLOORS = (3, 5, 10, 20, 50)
 RRF_K = 60
 
@@ -118,6 +118,8 @@ async def collect(args: argparse.Namespace) -> dict[str, Any]:
                     "queries": queries,
                 }
             )
+            args.dump.parent.mkdir(parents=True, exist_ok=True)
+            args.dump.write_text(json.dumps(dump))  # after each dataset: usable while running
             print(f"{name}: {len(queries)} queries collected", file=sys.stderr)
     return dump
 
@@ -190,14 +192,19 @@ def fit_models(dump: Mapping[str, Any]) -> dict[str, StageModel]:
         for d in dump["datasets"]:
             dev = [q for q in d["queries"] if q["split"] == "dev" and q["rankings"].get(stage)]
             for q in dev:
-                top = q["rankings"][stage][0][0]
+                ranking = [doc for doc, _ in q["rankings"][stage][:10]]
                 rows.append(q["signals"].get(stage, {}))
-                labels.append(1.0 if d["qrels"][q["id"]].get(top, 0) > 0 else 0.0)
+                labels.append(per_query(ranking, d["qrels"][q["id"]])[d["metric"]])
                 weights.append(1.0 / len(dev))  # each dataset weighs the same
         if not rows:
             continue
         present = [f for f in wanted if any(f in r for r in rows)]
         defaults = {f: float(mean(r[f] for r in rows if f in r)) for f in present}
+        # Laplace's prior: one relevant and one irrelevant pseudo-query at the mean signals,
+        # so a stage seen on few dev queries stays near an even chance instead of a certainty
+        rows += [defaults, defaults]
+        labels += [1.0, 0.0]
+        weights += [mean(weights)] * 2
         x = np.array([[r.get(f, defaults[f]) for f in present] for r in rows], dtype=np.float64)
         w = np.array(weights) * len(rows) / sum(weights)
         bias, coefficients = logistic_fit(x.reshape(len(rows), len(present)), np.array(labels), w)
