@@ -3,8 +3,9 @@
 1. ``collect``: every stage runs once per query through the real pipeline (real ingest, real
    stages); each stage's ranking (sources, scores) and signals are stored in a JSON dump.
 2. ``fit`` (seconds, offline, from the dump): per stage a logistic model of the stage's own
-   quality on the query (its ranking's primary metric, a share in [0, 1]) over its signals, on the dev queries only (each dataset weighs the same);
-   then the odds exponent and the depth floor by grid search on the dev primary metric
+   quality on the query (its ranking's primary metric, a share in [0, 1]) over its signals,
+   on the dev queries only (each dataset weighs the same); then the odds exponent and the
+   depth floor by grid search on the dev primary metric
    (macro-averaged over datasets). Writes ``knowmind/recall/fusion_calibration.json``.
 3. Every fusion variant is evaluated offline with the pipeline's own fusion code, on dev and
    test, next to each stage alone: the table is printed and stored in the dump directory.

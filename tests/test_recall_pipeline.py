@@ -130,7 +130,7 @@ async def test_explain_shows_each_stage_weight_with_its_signals_and_rule(client,
     assert fusion["method"] == "weighted-rrf"
     vector = fusion["stages"]["vector"]
     assert vector["signals"]["top1"] > 0.5 and vector["signals"]["margin"] >= 0
-    assert vector["weight"] > 0 and vector["rule"] and 0 < vector["p_top_relevant"] < 1
+    assert vector["weight"] > 0 and vector["rule"] and 0 < vector["p_quality"] < 1
     assert fusion["stages"]["bm25"]["signals"]["hits"] >= 1
     rrf = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True, fusion="rrf")
     assert {s["weight"] for s in rrf["explain"]["fusion"]["stages"].values()} <= {0.0, 1.0}

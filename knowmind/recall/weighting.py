@@ -1,6 +1,7 @@
 """Per-query stage weights for fusion, from the evidence each stage reports about this query.
 
-A stage's weight is the estimated odds that its top hit is relevant, given its own signals:
+A stage's weight is the odds of ``p``, the stage's expected ranking quality on this query
+(nDCG@10, or recall@5 for multi-hop questions, a share in [0, 1]) given its own signals:
 ``p = logistic(bias + Σ coef·signal)`` with one small model per stage, fitted on the dev split
 of the benchmark (``benchmark/calibrate.py`` writes ``fusion_calibration.json``). Odds, not
 probabilities: reciprocal ranks with k = 60 are flat, so a vote only stops counting when its
@@ -40,8 +41,8 @@ MIN_ODDS, MAX_ODDS = 0.02, 50.0
 
 @dataclass(frozen=True, slots=True)
 class StageModel:
-    """Logistic model of "the stage's top hit is relevant" over the stage's signals. A signal
-    the stage did not report takes its ``defaults`` value (the dev-split mean)."""
+    """Logistic model of the stage's ranking quality over the stage's signals. A signal the
+    stage did not report takes its ``defaults`` value (the dev-split mean)."""
 
     bias: float
     coefficients: Mapping[str, float] = field(default_factory=dict)
@@ -118,7 +119,7 @@ class StageWeight:
         return {
             "weight": round(self.weight, 4),
             "depth": self.depth,
-            "p_top_relevant": None if self.probability is None else round(self.probability, 3),
+            "p_quality": None if self.probability is None else round(self.probability, 3),
             "rule": self.rule,
             "signals": {k: round(v, 4) for k, v in self.signals.items()},
         }
