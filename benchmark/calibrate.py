@@ -45,7 +45,8 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "identity": ("entity_score", "intent_relation"),
 }
 SHARPNESS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-DEPTH_FLOORS = (3, 5, 10, 20, 50)
+DEPTH_FLOORS = (5, 50)
+FOLLOWERS = ((), ("graph",), ("graph", "identity"))
 RRF_K = 60
 
 
@@ -296,7 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     dump = json.loads(args.dump.read_text())
     calibration, grid = fit(dump)
     best = max(grid)
-    print(f"grid best: dev macro {best[0]:.4f} at sharpness {best[1]}, depth floor {best[2]}")
+    print(f"grid best: dev macro {best[0]:.4f}: sharpness, depth floor, followers {best[1:]}")
+    for row in sorted(grid, reverse=True)[:8]:
+        print(f"  {row[0]:.4f} {row[1:]}")
     print(json.dumps(calibration.to_json(), indent=1))
     report = table(dump, calibration)
     print(report)

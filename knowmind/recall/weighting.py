@@ -64,6 +64,10 @@ class Calibration:
     sharpness: float = 1.0  # exponent on the odds
     depth_floor: int = 5  # least candidates a weak stage still contributes
     source: str = "built-in"
+    # Stages whose lists grow out of the others' hits (graph: seeded by the text stages' hits)
+    # weigh relative to the strongest independent stage: (p / p_lead) × its weight. Their
+    # value is what they add to that evidence, not how well they would rank alone.
+    followers: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "json") -> Calibration:
@@ -80,6 +84,7 @@ class Calibration:
             float(data.get("sharpness", 1.0)),
             int(data.get("depth_floor", 5)),
             str(data.get("source", source)),
+            tuple(data.get("followers", ())),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -87,6 +92,7 @@ class Calibration:
             "source": self.source,
             "sharpness": self.sharpness,
             "depth_floor": self.depth_floor,
+            "followers": list(self.followers),
             "models": {
                 stage: {
                     "bias": m.bias,
@@ -159,6 +165,29 @@ def stage_weights(
             chosen[stage] = StageWeight(stage, 1.0, depth, None, "no calibration: weight 1", own)
         else:
             chosen[stage] = _calibrated(stage, own, depth, model, calibration)
+    return _follow_the_lead(chosen, calibration.followers)
+
+
+def _follow_the_lead(
+    chosen: dict[str, StageWeight], followers: tuple[str, ...]
+) -> dict[str, StageWeight]:
+    leads = [w for w in chosen.values() if w.stage not in followers and w.probability is not None]
+    if not leads:
+        return chosen
+    lead = max(leads, key=lambda w: w.weight)
+    for name in followers:
+        w = chosen.get(name)
+        if w is None or w.probability is None or lead.probability is None:
+            continue
+        ratio = min(1.0, w.probability / lead.probability)
+        chosen[name] = StageWeight(
+            name,
+            ratio * lead.weight,
+            w.depth,
+            w.probability,
+            f"follows {lead.stage}: {ratio:.2f} × its weight (p={w.probability:.2f})",
+            w.signals,
+        )
     return chosen
 
 
