@@ -16,11 +16,11 @@ from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
+from knowmind.models.language import language_detector
 from knowmind.models.rerank import load_reranker
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.recall.graph import GraphStage
 from knowmind.recall.identity import IdentityStage
-from knowmind.recall.language import language_detector
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.vector import VectorStage

@@ -103,6 +103,13 @@ class Settings:
         default="on",
         metadata={"doc": "`on`: a question in another language is also analysed in its own"},
     )
+    bm25_memory_language: str = field(
+        default="on",
+        metadata={
+            "doc": "`on`: in a `simple` (language-neutral) tenant each memory is indexed in "
+            "its detected language"
+        },
+    )
     graph_backend: str = field(
         default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
     )
@@ -184,7 +191,12 @@ class Settings:
         _ = self.weights  # parse now: a bad value fails at start-up, not at the first recall
         if self.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
-        for switch in ("bm25_typos", "bm25_compounds", "bm25_query_language"):
+        for switch in (
+            "bm25_typos",
+            "bm25_compounds",
+            "bm25_query_language",
+            "bm25_memory_language",
+        ):
             if getattr(self, switch) not in {"on", "off"}:
                 raise SettingsError(f"KNOWMIND_{switch.upper()} must be on or off")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from sqlalchemy import text
 
+from knowmind.models.language import language_detector
 from knowmind.recall.base import RecallQuery, StageContext
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
-from knowmind.recall.language import language_detector
 from knowmind.store import lexical
 from knowmind.store import tenants as tenant_store
 from knowmind.store.lexical import BM25Request, ScoredTerm

@@ -10,9 +10,9 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.models.language import LanguageDetector
 from knowmind.recall.base import Candidate, RecallQuery, StageContext
 from knowmind.recall.compounds import compound_expansions
-from knowmind.recall.language import LanguageDetector
 from knowmind.store import lexical
 from knowmind.store.lexical import ScoredTerm
 

@@ -14,7 +14,7 @@ from knowmind.graph.names import normalise_name
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.markdown import chunk_markdown
-from knowmind.ingest.pipeline import passage_text
+from knowmind.ingest.pipeline import index_language, passage_text
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
@@ -104,7 +104,9 @@ class DocumentService:
                 conn,
                 tenant,
                 memory_id,
-                language=who.language,
+                language=index_language(
+                    who.language, draft.content, self.settings.bm25_memory_language == "on"
+                ),
                 context=title,
                 contents=contents,
                 embeddings=embeddings,

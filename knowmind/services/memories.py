@@ -16,7 +16,7 @@ from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.extract import EXTRACT_JOB
-from knowmind.ingest.pipeline import prepare_chunks
+from knowmind.ingest.pipeline import index_language, prepare_chunks
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
@@ -69,6 +69,7 @@ class MemoryService:
         self.settings = settings
         self.graph = graph
         self.on_job_enqueued = on_job_enqueued
+        self._detect = settings.bm25_memory_language == "on"
 
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
@@ -101,7 +102,7 @@ class MemoryService:
                     conn,
                     tenant,
                     memory_id,
-                    language=who.language,
+                    language=index_language(who.language, draft.content, self._detect),
                     context=draft.title,
                     contents=prepared.contents,
                     embeddings=prepared.embeddings,
@@ -177,7 +178,7 @@ class MemoryService:
                 conn,
                 tenant,
                 new_id,
-                language=who.language,
+                language=index_language(who.language, new_content, self._detect),
                 context=new_title,
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
