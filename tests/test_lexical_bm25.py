@@ -324,3 +324,22 @@ async def test_typos_compounds_and_language_signals(db):
         "language_match",
         "hits",
     }
+
+
+async def test_a_simple_tenant_indexes_each_memory_in_its_language(client, db):
+    tenant = await make_tenant(client, language="simple")
+    texts = {
+        "german": "Der Kölner Dom wurde nach über sechshundert Jahren Bauzeit endlich vollendet.",
+        "english": "The cathedral of Cologne was finally completed after six hundred years.",
+        "simple": "web-01 db-02 10.0.0.7",
+    }
+    for content in texts.values():
+        stored = await client.post("/v1/memories", json={"content": content}, headers=tenant.write)
+        assert stored.status_code == 201, stored.text
+    async with db.owner_tx() as conn:
+        rows = await conn.execute(
+            text("SELECT content, language::text FROM chunks WHERE tenant_id = :t"),
+            {"t": tenant.id},
+        )
+        indexed = {content: language for content, language in rows}
+    assert indexed == {content: language for language, content in texts.items()}
