@@ -44,7 +44,7 @@ async def new_tenant(db) -> uuid.UUID:
     return row.id
 
 
-async def seed(db, tenant_id: uuid.UUID, texts: list[str]) -> None:
+async def seed(db, tenant_id: uuid.UUID, texts: list[str], memory_type: str = "semantic") -> None:
     """Memories with one chunk each, written as the app role (the triggers run under RLS)."""
     async with db.tenant_tx(tenant_id) as conn:
         dim = int(
@@ -53,11 +53,11 @@ async def seed(db, tenant_id: uuid.UUID, texts: list[str]) -> None:
         for content in texts:
             memory = await conn.scalar(
                 text(
-                    "INSERT INTO memories (tenant_id, content, content_sha256) "
-                    "VALUES (:t, :c, sha256(convert_to(:c || gen_random_uuid()::text, 'UTF8'))) "
-                    "RETURNING id"
+                    "INSERT INTO memories (tenant_id, content, memory_type, content_sha256) "
+                    "VALUES (:t, :c, :type, "
+                    "sha256(convert_to(:c || gen_random_uuid()::text, 'UTF8'))) RETURNING id"
                 ),
-                {"t": tenant_id, "c": content},
+                {"t": tenant_id, "c": content, "type": memory_type},
             )
             await conn.execute(
                 text(
@@ -343,3 +343,29 @@ async def test_a_simple_tenant_indexes_each_memory_in_its_language(client, db):
         )
         indexed = {content: language for content, language in rows}
     assert indexed == {content: language for language, content in texts.items()}
+
+
+async def test_selective_filters_still_fill_the_result(db):
+    tenant_id = await new_tenant(db)
+    await seed(db, tenant_id, [f"Hafen, Hafen und noch ein Hafen, Nummer {i}." for i in range(300)])
+    rare = ["Am Hafen stehen drei Kräne und ein Lager.", "Ein Hafen ist kein Flughafen."]
+    await seed(db, tenant_id, rare, memory_type="procedural")
+    async with db.tenant_tx(tenant_id) as conn:
+        stats = await lexical.corpus_stats(conn, tenant_id)
+        dfs = await lexical.analyse_query(conn, tenant_id, ["german"], "Hafen")
+        request = BM25Request(
+            tenant_id,
+            [ScoredTerm(w, df) for w, df in dfs.items()],
+            stats,
+            MemoryFilters(memory_type="procedural"),
+            10,
+            k1=1.2,
+            b=0.75,
+            budget=40,
+        )
+        found = await lexical.bm25_candidates(conn, request)
+        contents = await conn.execute(
+            text("SELECT content FROM chunks WHERE tenant_id = :t AND id = ANY(:ids)"),
+            {"t": tenant_id, "ids": [chunk for chunk, _, _ in found]},
+        )
+        assert sorted(contents.scalars()) == sorted(rare)
