@@ -14,7 +14,7 @@ from knowmind.models.language import LanguageDetector
 from knowmind.recall.base import Candidate, RecallQuery, StageContext
 from knowmind.recall.compounds import compound_expansions
 from knowmind.store import lexical
-from knowmind.store.lexical import ScoredTerm
+from knowmind.store.lexical import CorpusStats, ScoredTerm
 
 __all__ = ["LexicalOptions", "OkapiBM25Stage"]
 
@@ -41,6 +41,7 @@ class LexicalOptions:
 @dataclass(slots=True)
 class _Analysis:
     terms: list[ScoredTerm]
+    stats: CorpusStats
     query_terms: int
     matched: int
     corrections: dict[str, list[str]]
@@ -62,12 +63,11 @@ class OkapiBM25Stage:
         if detected is not None and detected != query.language:
             languages.append(detected)
         async with ctx.db.tenant_tx(query.tenant_id) as conn:
-            stats = await lexical.corpus_stats(conn, query.tenant_id)
             analysis = await self._analyse(conn, query, languages)
             request = lexical.BM25Request(
                 query.tenant_id,
                 analysis.terms,
-                stats,
+                analysis.stats,
                 query.filters,
                 query.candidates,
                 k1=self.options.k1,
@@ -94,7 +94,7 @@ class OkapiBM25Stage:
     ) -> _Analysis:
         """The query's lexemes with their df, plus compound parts and typo corrections.
         Compounds come first: a word that splits is not a typo."""
-        dfs = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
+        dfs, stats = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
@@ -111,7 +111,7 @@ class OkapiBM25Stage:
             ]
             corrections = await self._corrections(conn, query.tenant_id, unknown, terms)
         matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
-        return _Analysis(_merge(terms), len(dfs), matched, corrections, compounds)
+        return _Analysis(_merge(terms), stats, len(dfs), matched, corrections, compounds)
 
     async def _corrections(
         self, conn: AsyncConnection, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]
