@@ -133,7 +133,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     )
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     embedder = CachingEmbedder(
-        build_embedder(settings.embedder, settings.embed_threads), args.cache
+        build_embedder(settings.models.embedder, settings.models.embed_threads), args.cache
     )
     runtime = await Runtime.start(settings, embedder)
     runtime.start_loading_reranker()
@@ -141,10 +141,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     peers = _peers() if any(s in PEERS for s in systems) else {}
     started = time.perf_counter()
     try:
-        while (
-            runtime.recall.pipeline.rerank.configured
-            and runtime.recall.pipeline.rerank.loaded is None
-        ):
+        while runtime.recall.pipeline.rerank.status().loading:
             await asyncio.sleep(0.2)
         capabilities = await _capabilities(runtime)
         results = []
@@ -181,9 +178,7 @@ def _peers() -> dict[str, Any]:
 
 
 async def _capabilities(runtime: Runtime) -> dict[str, Any]:
-    from knowmind.services.capabilities import describe
-
-    return await describe(runtime)
+    return await runtime.health.capabilities()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     base = Settings.from_env()
     with tempfile.TemporaryDirectory(prefix="knowmind-bench-") as tmp:
-        server = None if base.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
-        url = base.database_url or server.start()  # type: ignore[union-attr]
+        server = None if base.database.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
+        url = base.database.database_url or server.start()  # type: ignore[union-attr]
         try:
-            embedder = build_embedder(base.embedder, base.embed_threads)
+            embedder = build_embedder(base.models.embedder, base.models.embed_threads)
             upgrade(url, embedder.model_id, embedder.dim)
             settings = base.with_overrides(
                 database_url=url, data_dir=Path(tmp), job_poll_seconds=0.2

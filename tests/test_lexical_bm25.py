@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from knowmind.models.language import language_detector
-from knowmind.recall.base import RecallQuery, StageContext
+from knowmind.recall.base import RecallRequest, StageContext
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.store import lexical
 from knowmind.store import tenants as tenant_store
@@ -276,7 +276,7 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
 async def stage_search(db, tenant_id, question, options=None):
     stage = OkapiBM25Stage(options or LexicalOptions(), language_detector())
     ctx = StageContext(db=db, query_embedding=None, query_entities=None, results_of=None)
-    query = RecallQuery(tenant_id, "german", question, MemoryFilters(), 10)
+    query = RecallRequest(question, tenant_id, "german", MemoryFilters(), candidates=10)
     return await stage.search(query, ctx), ctx
 
 

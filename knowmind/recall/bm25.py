@@ -11,7 +11,7 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.models.language import LanguageDetector
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.compounds import compound_expansions
 from knowmind.store import lexical
 from knowmind.store.lexical import CorpusStats, ScoredTerm
@@ -57,15 +57,15 @@ class OkapiBM25Stage:
         self.options = options or LexicalOptions()
         self.detector = detector
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         detected = self._query_language(query.text)
         languages = [query.language]
         if detected is not None and detected != query.language:
             languages.append(detected)
-        async with ctx.db.tenant_tx(query.tenant_id) as conn:
+        async with ctx.db.tenant_tx(query.tenant) as conn:
             analysis = await self._analyse(conn, query, languages)
             request = lexical.BM25Request(
-                query.tenant_id,
+                query.tenant,
                 analysis.terms,
                 analysis.stats,
                 query.filters,
@@ -90,15 +90,15 @@ class OkapiBM25Stage:
         return self.detector.detect(text)
 
     async def _analyse(
-        self, conn: AsyncConnection, query: RecallQuery, languages: Sequence[str]
+        self, conn: AsyncConnection, query: RecallRequest, languages: Sequence[str]
     ) -> _Analysis:
         """The query's lexemes with their df, plus compound parts and typo corrections.
         Compounds come first: a word that splits is not a typo."""
-        dfs, stats = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
+        dfs, stats = await lexical.analyse_query(conn, query.tenant, languages, query.text)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
-            expanded = await compound_expansions(conn, query.tenant_id, list(dfs))
+            expanded = await compound_expansions(conn, query.tenant, list(dfs))
             for word, expansions in expanded.items():
                 terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
                 compounds[word] = [w for w, _ in expansions]
@@ -109,7 +109,7 @@ class OkapiBM25Stage:
                 for w, df in dfs.items()
                 if df == 0 and len(w) >= TYPO_MIN_LENGTH and w not in compounds
             ]
-            corrections = await self._corrections(conn, query.tenant_id, unknown, terms)
+            corrections = await self._corrections(conn, query.tenant, unknown, terms)
         matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
         return _Analysis(_merge(terms), stats, len(dfs), matched, corrections, compounds)
 

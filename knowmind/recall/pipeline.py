@@ -17,7 +17,7 @@ from knowmind.graph.matching import MatchedEntity, match_entities
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.base import (
     Candidate,
-    RecallQuery,
+    RecallRequest,
     RecallStage,
     StageContext,
     StageUnavailableError,
@@ -27,18 +27,10 @@ from knowmind.recall.rerank import RerankStep
 from knowmind.store.rows import ChunkHit
 from knowmind.store.search import fetch_chunks
 
-__all__ = ["RecallOptions", "RecallOutcome", "RecallPipeline", "RecalledMemory"]
+__all__ = ["RecallOutcome", "RecallPipeline", "RecalledMemory"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class RecallOptions:
-    k: int = 5
-    stages: Sequence[str] | None = None  # None: every stage
-    weights: Mapping[str, float] | None = None
-    rerank: bool | None = None  # None: when a reranker is active
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +77,10 @@ class RecallPipeline:
         self.default_weights = dict(default_weights or {})
         self.rerank = rerank or RerankStep("none")
 
-    async def recall(self, query: RecallQuery, options: RecallOptions) -> RecallOutcome:
+    async def recall(self, query: RecallRequest) -> RecallOutcome:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        selected = self._select(query, options)
+        selected = self._select(query)
         finished: dict[str, asyncio.Future[list[Candidate]]] = {
             name: asyncio.get_running_loop().create_future() for name in selected
         }
@@ -105,22 +97,20 @@ class RecallPipeline:
             timings[run.name] = round(run.elapsed_ms, 2)
 
         fuse_started = time.perf_counter()
-        weights = {**self.default_weights, **(options.weights or {})}
+        weights = {**self.default_weights, **(query.weights or {})}
         rankings = {run.name: dedupe([c.memory_id for c in run.candidates]) for run in runs}
         fused = reciprocal_rank_fusion(rankings, k=self.rrf_k, weights=weights)
         best_chunk = _best_chunk_per_memory(runs)
         timings["fuse"] = _ms_since(fuse_started)
 
         reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
-        shortlist = fused[: max(options.k, self.rerank.candidates)]
-        async with self.db.tenant_tx(query.tenant_id) as conn:
-            chunks = await fetch_chunks(
-                conn, query.tenant_id, [best_chunk[f.key] for f in shortlist]
-            )
+        shortlist = fused[: max(query.k, self.rerank.candidates)]
+        async with self.db.tenant_tx(query.tenant) as conn:
+            chunks = await fetch_chunks(conn, query.tenant, [best_chunk[f.key] for f in shortlist])
         shortlist = [f for f in shortlist if best_chunk[f.key] in chunks]  # deleted meanwhile
         rerank_started = time.perf_counter()
         order, rerank_scores, reason = await self.rerank.apply(
-            query.text, [chunks[best_chunk[f.key]] for f in shortlist], options.rerank
+            query.text, [chunks[best_chunk[f.key]] for f in shortlist], query.rerank
         )
         if reason:
             reasons.append(f"rerank: {reason}")
@@ -133,7 +123,7 @@ class RecallPipeline:
                 stages={name: shortlist[i].ranks.get(name) for name in self.stages},
                 rerank_score=None if rerank_scores is None else rerank_scores[i],
             )
-            for i in order[: options.k]
+            for i in order[: query.k]
         ]
         timings["total"] = _ms_since(started)
         explain = None
@@ -155,8 +145,8 @@ class RecallPipeline:
             }
         return RecallOutcome(results, timings, reasons, explain)
 
-    def _select(self, query: RecallQuery, options: RecallOptions) -> list[str]:
-        wanted = list(options.stages) if options.stages is not None else list(self.stages)
+    def _select(self, query: RecallRequest) -> list[str]:
+        wanted = list(query.stages) if query.stages is not None else list(self.stages)
         if query.hops == 0:
             wanted = [name for name in wanted if name != "graph"]
         return [name for name in self.stages if name in wanted]
@@ -164,7 +154,7 @@ class RecallPipeline:
     async def _run(
         self,
         stage: RecallStage,
-        query: RecallQuery,
+        query: RecallRequest,
         ctx: StageContext,
         finished: dict[str, asyncio.Future[list[Candidate]]],
     ) -> _StageRun:
@@ -190,9 +180,9 @@ class RecallPipeline:
         timings["embed"] = _ms_since(started)
         return vectors[0]
 
-    async def _entities(self, query: RecallQuery) -> list[MatchedEntity]:
-        async with self.db.tenant_tx(query.tenant_id) as conn:
-            return await match_entities(conn, query.tenant_id, query.text)
+    async def _entities(self, query: RecallRequest) -> list[MatchedEntity]:
+        async with self.db.tenant_tx(query.tenant) as conn:
+            return await match_entities(conn, query.tenant, query.text)
 
 
 def _once(factory: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
