@@ -14,7 +14,6 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +53,10 @@ async def start_runtime(args: argparse.Namespace) -> AsyncIterator[Runtime]:
     """A runtime on a fresh embedded PostgreSQL in ``args.tmp`` (or KNOWMIND_DATABASE_URL),
     embedding through the cache, workers running (extraction at ingest), no reranker."""
     base = Settings.from_env()
-    server = None if base.database_url else EmbeddedPostgres(args.tmp / "pgdata")
-    url = base.database_url or server.start()  # type: ignore[union-attr]
+    server = None if base.database.database_url else EmbeddedPostgres(args.tmp / "pgdata")
+    url = base.database.database_url or server.start()  # type: ignore[union-attr]
     try:
-        inner = build_embedder(base.embedder, base.embed_threads)
+        inner = build_embedder(base.models.embedder, base.models.embed_threads)
         await asyncio.to_thread(upgrade, url, inner.model_id, inner.dim)
         settings = base.with_overrides(
             database_url=url, data_dir=args.tmp, job_poll_seconds=0.2, reranker="none"
@@ -158,7 +157,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     )
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     embedder = CachingEmbedder(
-        build_embedder(settings.embedder, settings.embed_threads), args.cache
+        build_embedder(settings.models.embedder, settings.models.embed_threads), args.cache
     )
     runtime = await Runtime.start(settings, embedder)
     runtime.start_loading_reranker()
@@ -166,10 +165,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     peers = _peers() if any(s in PEERS for s in systems) else {}
     started = time.perf_counter()
     try:
-        while (
-            runtime.recall.pipeline.rerank.configured
-            and runtime.recall.pipeline.rerank.loaded is None
-        ):
+        while runtime.recall.pipeline.rerank.status().loading:
             await asyncio.sleep(0.2)
         capabilities = await _capabilities(runtime)
         variants = await _variant_runtimes(settings, embedder, systems)
@@ -212,17 +208,16 @@ async def _variant_runtimes(
 ) -> dict[str, Runtime | str]:
     """A runtime per settings ablation, on the same database and embedder (no workers: it
     only recalls); or why none was built (a setting this version does not have)."""
-    known = {f.name for f in fields(Settings)}
     variants: dict[str, Runtime | str] = {}
     for name in systems:
         spec = PIPELINE_SYSTEMS.get(name)
         if spec is None or not spec.settings:
             continue
-        missing = [key for key, _ in spec.settings if key not in known]
-        if missing:
-            variants[name] = f"no setting {', '.join(missing)} in this version"
+        try:
+            variant = settings.with_overrides(**dict(spec.settings), reranker="none")
+        except TypeError as exc:  # a setting this version does not have
+            variants[name] = str(exc)
             continue
-        variant = settings.with_overrides(**dict(spec.settings), reranker="none")
         variants[name] = await Runtime.start(variant, embedder)
     return variants
 
@@ -236,9 +231,7 @@ def _peers() -> dict[str, Any]:
 
 
 async def _capabilities(runtime: Runtime) -> dict[str, Any]:
-    from knowmind.services.capabilities import describe
-
-    return await describe(runtime)
+    return await runtime.health.capabilities()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,10 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     base = Settings.from_env()
     with tempfile.TemporaryDirectory(prefix="knowmind-bench-") as tmp:
-        server = None if base.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
-        url = base.database_url or server.start()  # type: ignore[union-attr]
+        server = None if base.database.database_url else EmbeddedPostgres(Path(tmp) / "pgdata")
+        url = base.database.database_url or server.start()  # type: ignore[union-attr]
         try:
-            embedder = build_embedder(base.embedder, base.embed_threads)
+            embedder = build_embedder(base.models.embedder, base.models.embed_threads)
             upgrade(url, embedder.model_id, embedder.dim)
             settings = base.with_overrides(
                 database_url=url, data_dir=Path(tmp), job_poll_seconds=0.2

@@ -77,7 +77,7 @@ def sample(name: str, dataset: Dataset, per_split: int | None) -> list[Any]:
 async def collect(args: argparse.Namespace) -> dict[str, Any]:
     from benchmark.__main__ import start_runtime
     from benchmark.runner import ingested_tenant
-    from knowmind.recall.pipeline import RecallOptions
+    from knowmind.recall.base import RecallRequest
 
     dump: dict[str, Any] = {"datasets": []}
     async with start_runtime(args) as runtime:
@@ -97,9 +97,9 @@ async def collect(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 source = {r[0]: r[1] for r in rows}
             queries = []
-            options = RecallOptions(k=10, rerank=False, fusion="rrf")
             for query in sample(name, dataset, args.max_queries):
-                outcome = await runtime.recall.recall(who, query.text, options, hops=2)
+                request = RecallRequest(text=query.text, k=10, rerank=False, fusion="rrf", hops=2)
+                outcome = await runtime.recall.recall(who, request)
                 queries.append(
                     {
                         "id": query.id,

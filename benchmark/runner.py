@@ -17,7 +17,7 @@ from benchmark.datasets import Dataset
 from benchmark.metrics import aggregate, per_query
 from benchmark.stats import paired_test, primary_metric, split_metrics, split_of
 from knowmind.ingest.pipeline import passage_text
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
@@ -104,7 +104,7 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
     await asyncio.gather(*(one(d) for d in dataset.docs))
     bar.close()
     remembered = time.perf_counter() - started
-    while (await runtime.stats(who))["pending_jobs"]:
+    while (await runtime.health.stats(who))["pending_jobs"]:
         await asyncio.sleep(0.2)
     return {
         "documents": len(dataset.docs),
@@ -122,8 +122,10 @@ async def run_pipeline_system(
     for query in tqdm(dataset.queries, desc=f"{dataset.name}/{name}", leave=False):
         # baselines are plain rankings; knowmind systems rerank when a reranker is active
         rerank = None if name.startswith("knowmind") else False
-        options = RecallOptions(k=K, stages=system.stages, rerank=rerank, fusion=system.fusion)
-        outcome = await runtime.recall.recall(who, query.text, options, hops=2)
+        request = RecallRequest(
+            text=query.text, k=K, stages=system.stages, rerank=rerank, fusion=system.fusion, hops=2
+        )
+        outcome = await runtime.recall.recall(who, request)
         ranking = [r.chunk.source or "" for r in outcome.results]
         scores = per_query(ranking, dataset.qrels[query.id])
         rows.append(scores)

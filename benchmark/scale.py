@@ -20,7 +20,7 @@ from sqlalchemy import bindparam, text
 from tqdm import tqdm
 
 from benchmark.runner import percentiles
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft, content_sha256
@@ -101,7 +101,8 @@ async def _latency(
     async def one(query: str) -> None:
         async with semaphore:
             started = time.perf_counter()
-            outcome = await runtime.recall.recall(who, query, RecallOptions(k=10), hops=2)
+            request = RecallRequest(text=query, k=10, hops=2)
+            outcome = await runtime.recall.recall(who, request)
             wall.append((time.perf_counter() - started) * 1000)
             for stage, ms in outcome.timings_ms.items():
                 stage_times.setdefault(stage, []).append(ms)

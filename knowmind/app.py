@@ -15,11 +15,11 @@ from knowmind.api.controllers.admin import AdminController
 from knowmind.api.controllers.documents import DocumentController, KnowmindUploadController
 from knowmind.api.controllers.graph import (
     EntityController,
-    JobController,
     RelationController,
     SchemaController,
 )
 from knowmind.api.controllers.health import HealthController
+from knowmind.api.controllers.jobs import JobController
 from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers
@@ -38,15 +38,16 @@ def _provide_runtime(state: State) -> Runtime:
 
 
 def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar:
-    """``settings.database_url`` must point at a migrated database (``knowmind serve`` does it)."""
-    configure_logging(settings.log_format, settings.log_level)
+    """``settings.database.database_url`` must point at a migrated database (``knowmind serve``
+    does it)."""
+    configure_logging(settings.server.log_format, settings.server.log_level)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         runtime = await Runtime.start(settings, embedder)
         app.state.runtime = runtime
         runtime.start_loading_reranker()
-        if settings.run_workers == "on":
+        if settings.server.run_workers == "on":
             runtime.start_workers()
         try:
             yield
@@ -75,7 +76,7 @@ def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar
         },
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         middleware=[RequestLogMiddleware],
-        request_max_body_size=settings.max_body_bytes,
+        request_max_body_size=settings.server.max_body_bytes,
         openapi_config=OpenAPIConfig(title="knowmind", version=__version__, path="/schema"),
         logging_config=None,
     )

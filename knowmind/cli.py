@@ -27,10 +27,10 @@ __all__ = ["main"]
 @contextmanager
 def database(settings: Settings) -> Iterator[Settings]:
     """Settings with a database URL: the configured one, or the embedded server's."""
-    if settings.database_url:
+    if settings.database.database_url:
         yield settings
         return
-    server = EmbeddedPostgres(settings.embedded_pgdata)
+    server = EmbeddedPostgres(settings.server.embedded_pgdata)
     url = server.start()
     try:
         yield settings.with_overrides(database_url=url)
@@ -42,9 +42,9 @@ def ensure_admin_token(settings: Settings) -> tuple[Settings, str | None]:
     """Use KNOWMIND_ADMIN_TOKEN, else the token file in the data dir, else make one.
 
     Returns the settings and the token when it was generated just now (to print once)."""
-    if settings.admin_token:
+    if settings.server.admin_token:
         return settings, None
-    path = settings.admin_token_file
+    path = settings.server.admin_token_file
     if path.exists():
         return settings.with_overrides(admin_token=path.read_text().strip()), None
     token = new_admin_token()
@@ -60,11 +60,11 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
 
     from knowmind.app import create_app
 
-    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    embedder = build_embedder(settings.models.embedder, settings.models.embed_threads)
     settings, generated = ensure_admin_token(settings)
     with database(settings) as settings:
-        assert settings.database_url
-        upgrade(settings.database_url, embedder.model_id, embedder.dim)
+        assert settings.database.database_url
+        upgrade(settings.database.database_url, embedder.model_id, embedder.dim)
         _print_banner(settings, generated)
         app = create_app(settings, embedder=embedder)
         # uvicorn shuts down gracefully, then re-raises SIGTERM; turn that into SystemExit so
@@ -72,8 +72,8 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, _exit_on_signal)
         uvicorn.run(
             app,
-            host=settings.host,
-            port=settings.port,
+            host=settings.server.host,
+            port=settings.server.port,
             log_config=None,
             access_log=False,
             lifespan="on",
@@ -86,13 +86,13 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 def _print_banner(settings: Settings, generated_token: str | None) -> None:
-    base = f"http://{settings.host}:{settings.port}"
+    base = f"http://{settings.server.host}:{settings.server.port}"
     lines = [f"knowmind listening on {base}  (OpenAPI: {base}/schema)"]
     if generated_token:
-        lines.append(f"admin token (shown once, saved to {settings.admin_token_file}):")
+        lines.append(f"admin token (shown once, saved to {settings.server.admin_token_file}):")
         lines.append(f"  {generated_token}")
     elif not os.environ.get("KNOWMIND_ADMIN_TOKEN"):
-        lines.append(f"admin token: in {settings.admin_token_file}")
+        lines.append(f"admin token: in {settings.server.admin_token_file}")
     lines.append("get a tenant token:")
     lines.append(
         f"  curl -s -X POST {base}/v1/admin/tenants -H 'Authorization: Bearer $ADMIN' "
@@ -107,20 +107,20 @@ def _print_banner(settings: Settings, generated_token: str | None) -> None:
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
-    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    embedder = build_embedder(settings.models.embedder, settings.models.embed_threads)
     with database(settings) as settings:
-        assert settings.database_url
-        upgrade(settings.database_url, embedder.model_id, embedder.dim)
+        assert settings.database.database_url
+        upgrade(settings.database.database_url, embedder.model_id, embedder.dim)
     print("schema is at head")
     return 0
 
 
 async def _admin(settings: Settings) -> tuple[Database, AdminService]:
-    assert settings.database_url
-    model, dim = await read_embedding_meta(settings.database_url)
+    assert settings.database.database_url
+    model, dim = await read_embedding_meta(settings.database.database_url)
     if model is None or dim is None:
         raise SchemaError("the database is not migrated yet: run `knowmind migrate`")
-    db = Database.connect(settings.database_url, settings.app_database_url, 2)
+    db = Database.connect(settings.database.database_url, settings.database.app_database_url, 2)
     return db, AdminService(db, model, dim)
 
 
@@ -128,7 +128,9 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     async def run() -> None:
         db, admin = await _admin(settings)
         try:
-            row = await admin.create_tenant(args.name, args.language or settings.default_language)
+            row = await admin.create_tenant(
+                args.name, args.language or settings.database.default_language
+            )
         finally:
             await db.dispose()
         print(f"tenant {row.id} name={row.name} language={row.language}")
@@ -157,7 +159,7 @@ def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
     """The job worker and mirror drainer without the HTTP server."""
     from knowmind.runtime import Runtime
 
-    embedder = build_embedder(settings.embedder, settings.embed_threads)
+    embedder = build_embedder(settings.models.embedder, settings.models.embed_threads)
 
     async def run() -> None:
         runtime = await Runtime.start(settings, embedder)
@@ -181,17 +183,17 @@ def cmd_graph_resync(settings: Settings, args: argparse.Namespace) -> int:
     from knowmind.graph.neo4j_mirror import Neo4jMirror
     from knowmind.workers.mirror import resync_tenant
 
-    if not settings.neo4j_url:
+    if not settings.graph.neo4j_url:
         raise SettingsError("graph resync needs KNOWMIND_NEO4J_URL")
 
     async def run() -> dict[str, int]:
-        assert settings.database_url and settings.neo4j_url
-        db = Database.connect(settings.database_url, settings.app_database_url, 2)
+        assert settings.database.database_url and settings.graph.neo4j_url
+        db = Database.connect(settings.database.database_url, settings.database.app_database_url, 2)
         mirror = await Neo4jMirror.connect(
-            settings.neo4j_url,
-            settings.neo4j_user,
-            settings.neo4j_password,
-            batch_size=settings.graph_batch_size,
+            settings.graph.neo4j_url,
+            settings.graph.neo4j_user,
+            settings.graph.neo4j_password,
+            batch_size=settings.graph.graph_batch_size,
         )
         try:
             await mirror.ensure_schema()
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        configure_logging(settings.log_format, settings.log_level)
+        configure_logging(settings.server.log_format, settings.server.log_level)
         return int(args.fn(settings, args))
     except (SettingsError, SchemaError, EmbeddedPostgresError, EmbedderSpecError) as exc:
         print(f"knowmind: {exc}", file=sys.stderr)

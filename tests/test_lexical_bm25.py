@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from sqlalchemy import text
 
-from knowmind.recall.base import RecallQuery, StageContext
+from knowmind.models.language import language_detector
+from knowmind.recall.base import RecallRequest, StageContext
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
-from knowmind.recall.language import language_detector
 from knowmind.store import lexical
 from knowmind.store import tenants as tenant_store
 from knowmind.store.lexical import BM25Request, ScoredTerm
@@ -44,7 +44,7 @@ async def new_tenant(db) -> uuid.UUID:
     return row.id
 
 
-async def seed(db, tenant_id: uuid.UUID, texts: list[str]) -> None:
+async def seed(db, tenant_id: uuid.UUID, texts: list[str], memory_type: str = "semantic") -> None:
     """Memories with one chunk each, written as the app role (the triggers run under RLS)."""
     async with db.tenant_tx(tenant_id) as conn:
         dim = int(
@@ -53,11 +53,11 @@ async def seed(db, tenant_id: uuid.UUID, texts: list[str]) -> None:
         for content in texts:
             memory = await conn.scalar(
                 text(
-                    "INSERT INTO memories (tenant_id, content, content_sha256) "
-                    "VALUES (:t, :c, sha256(convert_to(:c || gen_random_uuid()::text, 'UTF8'))) "
-                    "RETURNING id"
+                    "INSERT INTO memories (tenant_id, content, memory_type, content_sha256) "
+                    "VALUES (:t, :c, :type, "
+                    "sha256(convert_to(:c || gen_random_uuid()::text, 'UTF8'))) RETURNING id"
                 ),
-                {"t": tenant_id, "c": content},
+                {"t": tenant_id, "c": content, "type": memory_type},
             )
             await conn.execute(
                 text(
@@ -117,8 +117,7 @@ async def query_lexemes(db, question: str) -> list[str]:
 
 async def bm25(db, tenant_id, question, *, k1=1.2, b=0.75, budget=10**6, limit=50):
     async with db.tenant_tx(tenant_id) as conn:
-        stats = await lexical.corpus_stats(conn, tenant_id)
-        dfs = await lexical.analyse_query(conn, tenant_id, ["german"], question)
+        dfs, stats = await lexical.analyse_query(conn, tenant_id, ["german"], question)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         request = BM25Request(
             tenant_id, terms, stats, MemoryFilters(), limit, k1=k1, b=b, budget=budget
@@ -256,8 +255,9 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
     async with db.owner_tx() as conn:
         await conn.execute(text("ANALYZE chunk_terms"))
     async with db.tenant_tx(tenant_id) as conn:
-        stats = await lexical.corpus_stats(conn, tenant_id)
-        dfs = await lexical.analyse_query(conn, tenant_id, ["german"], "Bericht Hafen Hamburg")
+        dfs, stats = await lexical.analyse_query(
+            conn, tenant_id, ["german"], "Bericht Hafen Hamburg"
+        )
         request = BM25Request(
             tenant_id,
             [ScoredTerm(w, df) for w, df in dfs.items()],
@@ -276,7 +276,7 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
 async def stage_search(db, tenant_id, question, options=None):
     stage = OkapiBM25Stage(options or LexicalOptions(), language_detector())
     ctx = StageContext(db=db, query_embedding=None, query_entities=None, results_of=None)
-    query = RecallQuery(tenant_id, "german", question, MemoryFilters(), 10)
+    query = RecallRequest(question, tenant_id, "german", MemoryFilters(), candidates=10)
     return await stage.search(query, ctx), ctx
 
 
@@ -324,3 +324,47 @@ async def test_typos_compounds_and_language_signals(db):
         "language_match",
         "hits",
     }
+
+
+async def test_a_simple_tenant_indexes_each_memory_in_its_language(client, db):
+    tenant = await make_tenant(client, language="simple")
+    texts = {
+        "german": "Der Kölner Dom wurde nach über sechshundert Jahren Bauzeit endlich vollendet.",
+        "english": "The cathedral of Cologne was finally completed after six hundred years.",
+        "simple": "web-01 db-02 10.0.0.7",
+    }
+    for content in texts.values():
+        stored = await client.post("/v1/memories", json={"content": content}, headers=tenant.write)
+        assert stored.status_code == 201, stored.text
+    async with db.owner_tx() as conn:
+        rows = await conn.execute(
+            text("SELECT content, language::text FROM chunks WHERE tenant_id = :t"),
+            {"t": tenant.id},
+        )
+        indexed = {content: language for content, language in rows}
+    assert indexed == {content: language for language, content in texts.items()}
+
+
+async def test_selective_filters_still_fill_the_result(db):
+    tenant_id = await new_tenant(db)
+    await seed(db, tenant_id, [f"Hafen, Hafen und noch ein Hafen, Nummer {i}." for i in range(300)])
+    rare = ["Am Hafen stehen drei Kräne und ein Lager.", "Ein Hafen ist kein Flughafen."]
+    await seed(db, tenant_id, rare, memory_type="procedural")
+    async with db.tenant_tx(tenant_id) as conn:
+        dfs, stats = await lexical.analyse_query(conn, tenant_id, ["german"], "Hafen")
+        request = BM25Request(
+            tenant_id,
+            [ScoredTerm(w, df) for w, df in dfs.items()],
+            stats,
+            MemoryFilters(memory_type="procedural"),
+            10,
+            k1=1.2,
+            b=0.75,
+            budget=40,
+        )
+        found = await lexical.bm25_candidates(conn, request)
+        contents = await conn.execute(
+            text("SELECT content FROM chunks WHERE tenant_id = :t AND id = ANY(:ids)"),
+            {"t": tenant_id, "ids": [chunk for chunk, _, _ in found]},
+        )
+        assert sorted(contents.scalars()) == sorted(rare)

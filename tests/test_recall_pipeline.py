@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from knowmind.recall.base import Candidate, RecallQuery
-from knowmind.recall.pipeline import RecallOptions, RecallPipeline
+from knowmind.recall.base import Candidate, RecallRequest
+from knowmind.recall.pipeline import RecallPipeline
 from knowmind.store.search import MemoryFilters
 from tests.conftest import TenantAccess, make_tenant
 from tests.fixtures.company_corpus import EDGES, ENTITIES, MEMORIES
@@ -201,9 +201,9 @@ async def test_stages_run_concurrently_and_failures_degrade(db, embedder, client
     ]
     executor = EmbeddingExecutor(embedder)
     pipeline = RecallPipeline(db, executor, stages, stage_timeout_s=2.0)
-    query = RecallQuery(tenant_id, "german", "egal", MemoryFilters(), 10)
+    query = RecallRequest(tenant_id=tenant_id, text="egal", candidates=10, k=3)
     started = time.perf_counter()
-    outcome = await pipeline.recall(query, RecallOptions(k=3))
+    outcome = await pipeline.recall(query)
     elapsed = time.perf_counter() - started
     await executor.close()
     stage_sum = sum(outcome.timings_ms[s] for s in ("bm25", "vector", "graph")) / 1000
@@ -220,7 +220,7 @@ async def test_a_stage_over_its_budget_is_cut_off(db, embedder, client, corpus):
     pipeline = RecallPipeline(
         db, executor, [SlowStageDouble("graph", 5.0, [])], stage_timeout_s=0.2
     )
-    query = RecallQuery(uuid.UUID(corpus.tenant.id), "german", "egal", MemoryFilters(), 10)
-    outcome = await pipeline.recall(query, RecallOptions(k=3))
+    query = RecallRequest(tenant_id=uuid.UUID(corpus.tenant.id), text="egal", candidates=10, k=3)
+    outcome = await pipeline.recall(query)
     await executor.close()
     assert outcome.degraded_reasons == ["graph: timed out after 0.2 s"]

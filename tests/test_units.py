@@ -105,12 +105,12 @@ def test_settings_from_environment():
             "UNRELATED": "x",
         }
     )
-    assert settings.port == 9000
-    assert settings.data_dir == Path("/srv/km")
-    assert settings.database_url == "postgresql://u@h/db"
-    assert settings.default_language == "english"
-    assert settings.max_body_bytes == 2048
-    assert Settings.from_env({}).database_url is None
+    assert settings.server.port == 9000
+    assert settings.server.data_dir == Path("/srv/km")
+    assert settings.database.database_url == "postgresql://u@h/db"
+    assert settings.database.default_language == "english"
+    assert settings.server.max_body_bytes == 2048
+    assert Settings.from_env({}).database.database_url is None
 
 
 @pytest.mark.parametrize(
@@ -130,17 +130,47 @@ def test_bad_settings_are_refused_with_the_variable_named(env):
 def test_readme_documents_every_setting():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     for line in settings_table().splitlines()[2:]:
+        if "`" not in line:
+            continue  # a group heading
         variable = line.split("`")[1]
         assert variable in readme, variable
 
 
 def test_stage_weights_setting():
     settings = Settings.from_env({"KNOWMIND_STAGE_WEIGHTS": "vector=1.125, bm25=1,graph=0.9"})
-    assert settings.weights == {"vector": 1.125, "bm25": 1.0, "graph": 0.9}
-    assert Settings.from_env({}).weights == {}
+    assert settings.recall.weights == {"vector": 1.125, "bm25": 1.0, "graph": 0.9}
+    assert Settings.from_env({}).recall.weights == {}
     with pytest.raises(SettingsError, match="KNOWMIND_STAGE_WEIGHTS"):
         Settings.from_env({"KNOWMIND_STAGE_WEIGHTS": "vector=heavy"})
     with pytest.raises(SettingsError, match="KNOWMIND_GRAPH_BACKEND"):
         Settings.from_env({"KNOWMIND_GRAPH_BACKEND": "neo4j"})  # without KNOWMIND_NEO4J_URL
     with pytest.raises(SettingsError, match="LLM extraction"):
         Settings.from_env({"KNOWMIND_EXTRACTORS": "gazetteer,llm"})
+
+
+def test_settings_groups_keep_the_variable_names():
+    settings = Settings.from_env({"KNOWMIND_RERANKER": "none", "KNOWMIND_RRF_K": "42"})
+    assert settings.models.reranker == "none" and settings.recall.rrf_k == 42
+    changed = settings.with_overrides(chunk_target_chars=500, graph_batch_size=7)
+    assert (changed.ingest.chunk_target_chars, changed.graph.graph_batch_size) == (500, 7)
+    assert changed.models == settings.models  # other groups untouched
+    with pytest.raises(TypeError, match="no_such_setting"):
+        settings.with_overrides(no_such_setting=1)
+
+
+def test_rerank_status_before_and_without_a_model():
+    from knowmind.models.rerank import LoadedReranker
+    from knowmind.recall.rerank import RerankStep
+
+    off = RerankStep("none").status()
+    assert (off.configured, off.active, off.loading) == (False, False, False)
+    assert off.reason == "no reranker configured"
+    loading = RerankStep("flag:some/model", candidates=7).status()
+    assert (loading.configured, loading.loading, loading.reason) == (True, True, "loading")
+    assert (loading.backend, loading.model, loading.candidates) == ("flag", "some/model", 7)
+    failed = RerankStep("flag:some/model", loaded=LoadedReranker("flag:some/model", None, "gone"))
+    assert (failed.status().loading, failed.status().active, failed.status().reason) == (
+        False,
+        False,
+        "gone",
+    )

@@ -9,21 +9,17 @@ import msgspec
 from msgspec import Meta, Struct
 
 from knowmind.api.schemas import RelationIn
+from knowmind.contract.limits import Content, RelationCount, ShortText
+from knowmind.contract.limits import NonEmptyTitle as Title
 
-__all__ = ["DocumentIn", "DocumentOut", "KnowmindChunk", "KnowmindDocumentIn", "SupersedeIn"]
-
-_NO_NUL = r"^[^\x00]*$"
-Title = Annotated[str, Meta(min_length=1, max_length=500, pattern=_NO_NUL)]
-Content = Annotated[str, Meta(min_length=1, pattern=_NO_NUL)]
+__all__ = ["DocumentIn", "DocumentOut", "KnowmindChunk", "KnowmindDocumentIn"]
 
 
 class DocumentIn(Struct):
     content: Content
     title: Title | None = None
-    source: Annotated[str, Meta(min_length=1, max_length=500, pattern=_NO_NUL)] | None = None
-    relations: Annotated[list[RelationIn], Meta(max_length=50)] = msgspec.field(
-        default_factory=list
-    )
+    source: ShortText | None = None
+    relations: Annotated[list[RelationIn], RelationCount] = msgspec.field(default_factory=list)
     replace_document_id: UUID | None = None
 
 
@@ -50,9 +46,3 @@ class KnowmindDocumentIn(Struct, rename="camel"):
     chunks: Annotated[list[KnowmindChunk], Meta(max_length=10000)] | None = None
     embedding_model: Annotated[str, Meta(max_length=200)] | None = None
     replace_document_id: UUID | None = None
-
-
-class SupersedeIn(Struct):
-    new_content: Content
-    new_title: Title | None = None
-    update_reason: Annotated[str, Meta(max_length=2000, pattern=_NO_NUL)] | None = None

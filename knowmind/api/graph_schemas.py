@@ -1,20 +1,29 @@
-"""Request and response bodies of the graph API (entities, relations, schema, jobs)."""
+"""Request and response bodies of the graph API (entities, relations, schema)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 import msgspec
 from msgspec import Meta, Struct
+
+from knowmind.contract.limits import (
+    NO_NUL,
+    Aliases,
+    ClassName,
+    Confidence,
+    Description,
+    Name,
+    PredicateName,
+)
 
 __all__ = [
     "EntityHit",
     "EntityIn",
     "EntityOut",
     "EntitySearchOut",
-    "JobOut",
     "LinkIn",
     "LinkOut",
     "NodeRef",
@@ -24,18 +33,12 @@ __all__ = [
     "UnlinkOut",
 ]
 
-_NO_NUL = r"^[^\x00]*$"
-Name = Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)]
-ClassName = Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[A-Z][A-Za-z0-9]*$")]
-PredicateName = Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[A-Z][A-Z0-9_]*$")]
-Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
-
 
 class EntityIn(Struct):
     name: Name
     entity_class: ClassName
-    description: Annotated[str, Meta(max_length=4000, pattern=_NO_NUL)] | None = None
-    aliases: Annotated[list[Name], Meta(max_length=50)] = msgspec.field(default_factory=list)
+    description: Description | None = None
+    aliases: Aliases = msgspec.field(default_factory=list)
 
 
 class EntityOut(Struct):
@@ -103,18 +106,7 @@ class PredicateIn(Struct):
     object_classes: Annotated[list[ClassName], Meta(min_length=1, max_length=20)]
     inverse: PredicateName | None = None
     symmetric: bool = False
-    description: Annotated[str, Meta(max_length=1000, pattern=_NO_NUL)] | None = None
+    description: Annotated[str, Meta(max_length=1000, pattern=NO_NUL)] | None = None
     new_classes: Annotated[list[ClassName], Meta(max_length=20)] = msgspec.field(
         default_factory=list
     )
-
-
-class JobOut(Struct):
-    id: UUID
-    kind: str
-    status: str
-    attempts: int
-    last_error: str | None
-    result: dict[str, Any] | None
-    created_at: datetime
-    finished_at: datetime | None

@@ -7,11 +7,15 @@ from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
-from knowmind.services.auth import Principal, authenticate
+from knowmind.services.auth import (
+    Principal,
+    authenticate,
+    bearer_token,
+    scope_refusal,
+)
 
-__all__ = ["SERVER_ADMIN", "auth_guard", "provide_principal"]
+__all__ = ["auth_guard", "provide_principal"]
 
-SERVER_ADMIN = "server_admin"
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="knowmind"'}
 
 
@@ -19,27 +23,17 @@ async def auth_guard(connection: ASGIConnection, handler: BaseRouteHandler) -> N
     needed = handler.opt.get("scope")
     if needed is None:
         return
-    header = connection.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(connection.headers.get("authorization"))
+    if token is None:
         raise NotAuthorizedException("missing bearer token", headers=_CHALLENGE)
     runtime = connection.app.state.runtime
-    principal = await authenticate(runtime.db, token.strip(), runtime.settings.admin_token)
+    principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
     if principal is None:
         raise NotAuthorizedException("invalid or revoked token", headers=_CHALLENGE)
-    _check_scope(principal, needed)
+    refusal = scope_refusal(principal, needed)
+    if refusal is not None:
+        raise PermissionDeniedException(refusal)
     connection.state.principal = principal
-
-
-def _check_scope(principal: Principal, needed: str) -> None:
-    if needed == SERVER_ADMIN:
-        if not principal.is_server_admin:
-            raise PermissionDeniedException("this endpoint needs the server admin token")
-        return
-    if principal.is_server_admin:
-        raise PermissionDeniedException("the admin token manages tenants; use a tenant token")
-    if not principal.allows(needed):
-        raise PermissionDeniedException(f"token lacks the {needed!r} scope")
 
 
 def provide_principal(request: Request) -> Principal:

@@ -38,7 +38,7 @@ from knowmind.mcp.protocol import (
     parse_message,
 )
 from knowmind.runtime import Runtime
-from knowmind.services.auth import authenticate
+from knowmind.services.auth import authenticate, bearer_token
 
 __all__ = ["MCPController"]
 
@@ -117,10 +117,10 @@ class MCPController(Controller):
 
     @post("/", status_code=HTTP_200_OK, summary="MCP message (JSON-RPC 2.0)")
     async def message(self, request: Request, runtime: NamedDependency[Runtime]) -> Response[bytes]:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(request.headers.get("authorization"))
+        if token is None:
             return _unauthorized("missing bearer token")
-        principal = await authenticate(runtime.db, token.strip(), runtime.settings.admin_token)
+        principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
         if principal is None:
             return _unauthorized("invalid or revoked token")
         request.state.principal = principal  # the access log names the tenant

@@ -9,7 +9,31 @@ from uuid import UUID
 import msgspec
 from msgspec import Meta, Struct
 
+from knowmind.contract.limits import (
+    HOPS_DEFAULT,
+    K_DEFAULT,
+    NO_NUL,
+    Confidence,
+    Content,
+    Description,
+    Hops,
+    K,
+    MemoryType,
+    Name,
+    NonEmptyTitle,
+    OptionalClassName,
+    PredicateName,
+    Query,
+    Reason,
+    RelationCount,
+    ShortText,
+    TagList,
+    Title,
+)
+
 __all__ = [
+    "JobOut",
+    "JobRef",
     "MemoryIn",
     "MemoryList",
     "MemoryOut",
@@ -18,22 +42,18 @@ __all__ = [
     "RecallIn",
     "RecallOut",
     "RememberOut",
+    "SupersedeIn",
     "TenantIn",
     "TenantOut",
     "TokenIn",
     "TokenOut",
 ]
 
-_NO_NUL = r"^[^\x00]*$"
-Text = Annotated[str, Meta(pattern=_NO_NUL, description="text without NUL characters")]
-NonEmptyText = Annotated[str, Meta(min_length=1, pattern=_NO_NUL)]
-ShortText = Annotated[str, Meta(min_length=1, max_length=500, pattern=_NO_NUL)]
 Scope = Literal["read", "write", "admin"]
-MemoryType = Literal["semantic", "episodic", "procedural", "reference"]
 
 
 class TenantIn(Struct):
-    name: Annotated[str, Meta(min_length=1, max_length=200, pattern=_NO_NUL)]
+    name: Annotated[str, Meta(min_length=1, max_length=200, pattern=NO_NUL)]
     language: Annotated[str, Meta(min_length=1, max_length=63, pattern=r"^[a-z_]+$")] | None = None
 
 
@@ -61,28 +81,32 @@ class TokenOut(Struct):
 class RelationIn(Struct):
     """memory (or ``subject``) -predicate-> object; the object entity is found or created."""
 
-    predicate: Annotated[str, Meta(min_length=1, max_length=60, pattern=r"^[A-Z][A-Z0-9_]*$")]
-    object: Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)]
-    object_class: Annotated[str, Meta(max_length=60, pattern=r"^[A-Z][A-Za-z0-9]*$")] | None = None
-    object_description: Annotated[str, Meta(max_length=4000, pattern=_NO_NUL)] | None = None
-    confidence: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
-    subject: Annotated[str, Meta(min_length=1, max_length=300, pattern=_NO_NUL)] | None = None
-    subject_class: Annotated[str, Meta(max_length=60, pattern=r"^[A-Z][A-Za-z0-9]*$")] | None = None
+    predicate: PredicateName
+    object: Name
+    object_class: OptionalClassName | None = None
+    object_description: Description | None = None
+    confidence: Confidence = 1.0
+    subject: Name | None = None
+    subject_class: OptionalClassName | None = None
 
 
 class MemoryIn(Struct):
     """Unknown keys are ignored (never guessed)."""
 
-    content: NonEmptyText
-    title: Annotated[str, Meta(max_length=500, pattern=_NO_NUL)] | None = None
+    content: Content
+    title: Title | None = None
     memory_type: MemoryType = "semantic"
-    tags: Annotated[list[ShortText], Meta(max_length=100)] = msgspec.field(default_factory=list)
+    tags: TagList = msgspec.field(default_factory=list)
     source: ShortText | None = None
     domain: ShortText | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
-    relations: Annotated[list[RelationIn], Meta(max_length=50)] = msgspec.field(
-        default_factory=list
-    )
+    relations: Annotated[list[RelationIn], RelationCount] = msgspec.field(default_factory=list)
+
+
+class SupersedeIn(Struct):
+    new_content: Content
+    new_title: NonEmptyTitle | None = None
+    update_reason: Reason | None = None
 
 
 class JobRef(Struct):
@@ -90,6 +114,17 @@ class JobRef(Struct):
     status: str
     result: dict[str, Any] | None = None
     last_error: str | None = None
+
+
+class JobOut(Struct):
+    id: UUID
+    kind: str
+    status: str
+    attempts: int
+    last_error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    finished_at: datetime | None
 
 
 class RememberOut(Struct):
@@ -133,10 +168,10 @@ StageName = Literal["bm25", "vector", "graph", "identity"]
 
 
 class RecallIn(Struct):
-    query: Annotated[str, Meta(min_length=1, max_length=4000, pattern=_NO_NUL)]
-    k: Annotated[int, Meta(ge=1, le=25)] = 5
+    query: Query
+    k: K = K_DEFAULT
     filters: RecallFilters | None = None
-    hops: Annotated[int, Meta(ge=0, le=3, description="graph hops; 0 = no graph stage")] = 2
+    hops: Hops = HOPS_DEFAULT
     stages: Annotated[list[StageName], Meta(min_length=1, max_length=4)] | None = None
     rerank: bool | None = None
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None

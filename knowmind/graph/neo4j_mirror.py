@@ -18,12 +18,13 @@ from uuid import UUID
 from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncSession
 from neo4j.exceptions import Neo4jError, ServiceUnavailable, SessionExpired
 
+from knowmind.contract.limits import PREDICATE_PATTERN
 from knowmind.graph.changes import GraphChange
 
 __all__ = ["MAX_REQUEST_BYTES", "GraphChange", "Neo4jMirror"]
 
 MAX_REQUEST_BYTES = 3000  # query text + JSON rows per request (FalkorDB's Bolt dies near 4 KB)
-_PREDICATE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_PREDICATE = re.compile(PREDICATE_PATTERN)
 _KINDS = ("entity", "memory")
 _ATTEMPTS = 3  # a stale pooled connection after a server restart costs one failed try
 _T = TypeVar("_T")

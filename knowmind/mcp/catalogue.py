@@ -1,24 +1,18 @@
 """What each MCP tool is: name, aliases, scope, input schema and annotations (no behaviour).
 
-The limits follow the REST bodies (``knowmind.api.schemas``) so both doors accept the same input.
+Every limit comes from ``knowmind.contract.limits``, the types the REST bodies use too, so both
+doors accept the same input (``tests/test_contract.py`` compares them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from knowmind.contract import limits as c
+from knowmind.contract.limits import json_schema as _schema
 
 __all__ = ["SPECS", "ToolSpec"]
-
-_PREDICATE = r"^[A-Z][A-Z0-9_]*$"
-_CLASS = r"^[A-Z][A-Za-z0-9]*$"
-
-
-def _str(description: str, max_length: int | None = None, **extra: Any) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string", "description": description, "minLength": 1}
-    if max_length is not None:
-        schema["maxLength"] = max_length
-    return schema | extra
 
 
 def _int(description: str, minimum: int, maximum: int, default: int) -> dict[str, Any]:
@@ -36,13 +30,7 @@ def _uuid(description: str) -> dict[str, Any]:
 
 
 def _confidence(description: str) -> dict[str, Any]:
-    return {
-        "type": "number",
-        "minimum": 0,
-        "maximum": 1,
-        "default": 1.0,
-        "description": description,
-    }
+    return _schema(c.Confidence, description, default=1.0)
 
 
 def _object(
@@ -62,35 +50,34 @@ def _object(
 
 _RELATION = _object(
     {
-        "predicate": _str(
+        "predicate": _schema(
+            c.PredicateName,
             "relation type from the catalogue (knowmind_get_schema), e.g. WORKS_FOR",
-            60,
-            pattern=_PREDICATE,
         ),
-        "object": _str("name of the related thing; found or created", 300),
-        "object_class": _str(
+        "object": _schema(c.Name, "name of the related thing; found or created"),
+        "object_class": _schema(
+            c.OptionalClassName,
             "entity class of the object, e.g. Person, Organization (needed when ambiguous)",
-            60,
-            pattern=_CLASS,
         ),
-        "object_description": {"type": "string", "maxLength": 4000},
+        "object_description": _schema(c.Description),
         "confidence": _confidence("0..1"),
-        "subject": _str("optional subject entity name (default: the new memory itself)", 300),
-        "subject_class": _str(
-            "entity class of the subject (needed when ambiguous)", 60, pattern=_CLASS
+        "subject": _schema(c.Name, "optional subject entity name (default: the new memory itself)"),
+        "subject_class": _schema(
+            c.OptionalClassName, "entity class of the subject (needed when ambiguous)"
         ),
     },
     ("predicate", "object"),
     extra_keys=True,
 )
-_RELATIONS = {
-    "type": "array",
-    "items": _RELATION,
-    "maxItems": 50,
-    "description": "edges drawn from the new memory to found-or-created entities",
-}
-_QUERY = _str("the question or search text, any language", 2000)
-_K = _int("number of results", 1, 25, 5)
+_RELATIONS = _schema(
+    Annotated[list[Any], c.RelationCount],
+    "edges drawn from the new memory to found-or-created entities",
+    items=_RELATION,
+)
+_QUERY = _schema(c.Query, "the question or search text, any language")
+_K = _schema(c.K, "number of results", default=c.K_DEFAULT)
+_HOPS = _schema(c.Hops, "graph hops (0 = text/vector only)", default=c.HOPS_DEFAULT)
+_MEMORY_TYPE = {"type": "string", "enum": list(c.MEMORY_TYPES), "default": "semantic"}
 _NODE = "id of a memory or entity"
 
 
@@ -137,7 +124,7 @@ SPECS: tuple[ToolSpec, ...] = (
             {
                 "query": _QUERY,
                 "k": _K,
-                "hops": _int("graph hops (0 = text/vector only)", 0, 3, 2),
+                "hops": _HOPS,
             },
             ("query",),
         ),
@@ -173,16 +160,12 @@ SPECS: tuple[ToolSpec, ...] = (
         "write",
         _object(
             {
-                "content": _str("the memory text"),
-                "title": {"type": "string", "maxLength": 500},
-                "memory_type": {
-                    "type": "string",
-                    "enum": ["semantic", "episodic", "procedural", "reference"],
-                    "default": "semantic",
-                },
-                "tags": {"type": "array", "items": _str("tag", 500), "maxItems": 100},
-                "source": _str("where it comes from", 500),
-                "domain": _str("subject area", 500),
+                "content": _schema(c.Content, "the memory text"),
+                "title": _schema(c.Title),
+                "memory_type": _MEMORY_TYPE,
+                "tags": _schema(c.TagList, "tags"),
+                "source": _schema(c.ShortText, "where it comes from"),
+                "domain": _schema(c.ShortText, "subject area"),
                 "relations": _RELATIONS,
             },
             ("content",),
@@ -198,9 +181,9 @@ SPECS: tuple[ToolSpec, ...] = (
         "write",
         _object(
             {
-                "content": _str("the document text"),
-                "title": _str("document title (upsert key)", 500),
-                "source": _str("where it comes from", 500),
+                "content": _schema(c.Content, "the document text"),
+                "title": _schema(c.NonEmptyTitle, "document title (upsert key)"),
+                "source": _schema(c.ShortText, "where it comes from"),
                 "relations": _RELATIONS,
             },
             ("content",),
@@ -217,9 +200,9 @@ SPECS: tuple[ToolSpec, ...] = (
         _object(
             {
                 "target_id": _uuid("id of the memory to supersede"),
-                "new_title": _str("title of the new version", 500),
-                "new_content": _str("content of the new version"),
-                "update_reason": {"type": "string", "maxLength": 2000},
+                "new_title": _schema(c.NonEmptyTitle, "title of the new version"),
+                "new_content": _schema(c.Content, "content of the new version"),
+                "update_reason": _schema(c.Reason),
             },
             ("target_id", "new_title", "new_content"),
         ),
@@ -234,10 +217,10 @@ SPECS: tuple[ToolSpec, ...] = (
         "write",
         _object(
             {
-                "name": _str("the entity's name", 300),
-                "entity_class": _str("class from the catalogue, e.g. Person", 60, pattern=_CLASS),
-                "description": {"type": "string", "maxLength": 4000},
-                "aliases": {"type": "array", "items": _str("alias", 300), "maxItems": 50},
+                "name": _schema(c.Name, "the entity's name"),
+                "entity_class": _schema(c.ClassName, "class from the catalogue, e.g. Person"),
+                "description": _schema(c.Description),
+                "aliases": _schema(c.Aliases, "other names"),
             },
             ("name", "entity_class"),
         ),
@@ -254,7 +237,7 @@ SPECS: tuple[ToolSpec, ...] = (
             {
                 "from_id": _uuid(_NODE),
                 "to_id": _uuid(_NODE),
-                "rel_type": _str("relation type, e.g. WORKS_FOR", 60, pattern=_PREDICATE),
+                "rel_type": _schema(c.PredicateName, "relation type, e.g. WORKS_FOR"),
                 "confidence": _confidence("0..1"),
             },
             ("from_id", "to_id", "rel_type"),
@@ -271,7 +254,7 @@ SPECS: tuple[ToolSpec, ...] = (
             {
                 "from_id": _uuid(_NODE),
                 "to_id": _uuid(_NODE),
-                "rel_type": _str("relation type", 60, pattern=_PREDICATE),
+                "rel_type": _schema(c.PredicateName, "relation type"),
             },
             ("from_id", "to_id", "rel_type"),
         ),

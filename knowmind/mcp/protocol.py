@@ -25,7 +25,7 @@ from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.mcp.tools import TOOLS, listed_tools
 from knowmind.mcp.validation import ArgumentError, validate
 from knowmind.runtime import Runtime
-from knowmind.services.auth import Principal
+from knowmind.services.auth import Principal, scope_refusal
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -167,7 +167,7 @@ class MCPDispatcher:
             arguments = {}
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object")
-        refusal = _scope_refusal(principal, tool.spec.scope)
+        refusal = scope_refusal(principal, tool.spec.scope)
         if refusal:
             return _tool_error(refusal, required_scope=tool.spec.scope)
         try:
@@ -181,12 +181,3 @@ class MCPDispatcher:
             log.exception("mcp.tool_failed", tool=tool.spec.name, error_type=type(exc).__name__)
             raise ProtocolError(INTERNAL_ERROR, "Internal error") from None
         return _tool_result(payload)
-
-
-def _scope_refusal(principal: Principal, needed: str) -> str | None:
-    """The same rules as the REST guard (``knowmind.api.guards``)."""
-    if principal.is_server_admin:
-        return "the admin token manages tenants; use a tenant token"
-    if not principal.allows(needed):
-        return f"token lacks the {needed!r} scope"
-    return None

@@ -8,20 +8,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowmind.mcp.catalogue import SPECS, ToolSpec
-from knowmind.recall.pipeline import RecallOptions, RecallOutcome
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.documents import DocumentDraft
-from knowmind.services.graph import InlineRelation
-from knowmind.services.memories import MemoryDraft, Remembered
-from knowmind.store.rows import MemoryRow
+from knowmind.services.memories import MemoryDraft
+from knowmind.services.outputs import (
+    document_result,
+    inline_relations,
+    memory_preview,
+    recall_result,
+    remembered,
+)
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["TOOLS", "Tool", "listed_tools"]
 
 Args = dict[str, Any]
 Handler = Callable[[Runtime, Principal, Args], Awaitable[Any]]
-_PREVIEW_CHARS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,74 +34,18 @@ class Tool:
     run: Handler
 
 
-def _relations(items: list[Args] | None) -> tuple[InlineRelation, ...]:
-    return tuple(
-        InlineRelation(
-            predicate=r["predicate"],
-            object=r["object"],
-            object_class=r.get("object_class"),
-            object_description=r.get("object_description"),
-            confidence=r["confidence"],
-            subject=r.get("subject"),
-            subject_class=r.get("subject_class"),
-        )
-        for r in items or ()
-    )
-
-
-def _recall_out(outcome: RecallOutcome) -> Args:
-    return {
-        "results": [
-            {
-                "memory_id": r.chunk.memory_id,
-                "chunk_id": r.chunk.chunk_id,
-                "title": r.chunk.title,
-                "content": r.chunk.content,
-                "source": r.chunk.source,
-                "memory_type": r.chunk.memory_type,
-                "created_at": r.chunk.created_at,
-                "score": round(r.score, 6),
-                "rerank_score": None if r.rerank_score is None else round(r.rerank_score, 6),
-            }
-            for r in outcome.results
-        ],
-        "degraded": bool(outcome.degraded_reasons),
-        "degraded_reasons": outcome.degraded_reasons,
-    }
-
-
-def _remembered(done: Remembered) -> Args:
-    return {"id": done.id, "status": done.status, "chunks": done.chunks, "job_id": done.job_id}
-
-
-def _recent(row: MemoryRow) -> Args:
-    return {
-        "id": row.id,
-        "title": row.title,
-        "content": row.content[:_PREVIEW_CHARS],
-        "truncated": len(row.content) > _PREVIEW_CHARS,
-        "memory_type": row.memory_type,
-        "tags": row.tags,
-        "source": row.source,
-        "created_at": row.created_at,
-        "valid_from": row.valid_from,
-        "valid_to": row.valid_to,
-        "document_id": row.document_id,
-        "chunks": row.chunk_count,
-    }
-
-
 async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
-    outcome = await rt.recall.recall(who, a["query"], RecallOptions(k=a["k"]), hops=a["hops"])
-    return _recall_out(outcome)
+    request = RecallRequest(text=a["query"], k=a["k"], hops=a["hops"])
+    outcome = await rt.recall.recall(who, request)
+    return recall_result(outcome, with_stages=False)
 
 
 async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     """Without ``as_of`` the filter is "valid now" by the database's clock."""
     as_of: datetime | None = a.get("as_of")
-    filters = MemoryFilters(as_of=as_of)
-    outcome = await rt.recall.recall(who, a["query"], RecallOptions(k=a["k"]), filters)
-    return {"as_of": as_of or datetime.now(UTC), **_recall_out(outcome)}
+    request = RecallRequest(text=a["query"], k=a["k"], filters=MemoryFilters(as_of=as_of))
+    outcome = await rt.recall.recall(who, request)
+    return {"as_of": as_of or datetime.now(UTC), **recall_result(outcome, with_stages=False)}
 
 
 async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
@@ -108,9 +56,9 @@ async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
         tags=tuple(a.get("tags") or ()),
         source=a.get("source"),
         domain=a.get("domain"),
-        relations=_relations(a.get("relations")),
+        relations=inline_relations(a.get("relations") or ()),
     )
-    return _remembered(await rt.memories.remember(who, draft))
+    return remembered(await rt.memories.remember(who, draft))
 
 
 async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
@@ -118,23 +66,17 @@ async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
         title=a.get("title"),
         content=a["content"],
         source=a.get("source"),
-        relations=_relations(a.get("relations")),
+        relations=inline_relations(a.get("relations") or ()),
     )
     done = await rt.documents.upload(who, draft)
-    return {
-        "id": done.id,
-        "memory_id": done.memory_id,
-        "chunks": done.chunks,
-        "status": done.status,
-        "job_id": done.job_id,
-    }
+    return document_result(done)
 
 
 async def update_fact(rt: Runtime, who: Principal, a: Args) -> Args:
     done = await rt.memories.supersede(
         who, a["target_id"], a["new_title"], a["new_content"], a.get("update_reason")
     )
-    return {**_remembered(done), "supersedes": a["target_id"]}
+    return {**remembered(done), "supersedes": a["target_id"]}
 
 
 async def upsert_entity(rt: Runtime, who: Principal, a: Args) -> Args:
@@ -185,15 +127,15 @@ async def list_relations(rt: Runtime, who: Principal, a: Args) -> Args:
 
 async def list_recent(rt: Runtime, who: Principal, a: Args) -> Args:
     rows, _ = await rt.memories.list_recent(who, a["k"], None)
-    return {"items": [_recent(r) for r in rows]}
+    return {"items": [memory_preview(r) for r in rows]}
 
 
 async def get_stats(rt: Runtime, who: Principal, a: Args) -> Args:
-    return await rt.stats(who)
+    return await rt.health.stats(who)
 
 
 async def get_health(rt: Runtime, who: Principal, a: Args) -> Args:
-    return await rt.health_detail()
+    return await rt.health.health_detail()
 
 
 async def get_schema(rt: Runtime, who: Principal, a: Args) -> Args:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -15,22 +15,37 @@ from knowmind.store.search import MemoryFilters
 
 __all__ = [
     "Candidate",
-    "RecallQuery",
+    "RecallRequest",
     "RecallStage",
     "StageContext",
     "StageUnavailableError",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class RecallQuery:
-    tenant_id: UUID
-    language: str
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallRequest:
+    """Everything one recall asks for. The doors fill in what the caller asked;
+    ``RecallService`` sets the tenant and language from the caller's token and the number of
+    candidates per stage from the recall settings."""
+
     text: str
-    filters: MemoryFilters
-    candidates: int
-    hops: int = 2
+    tenant_id: UUID | None = None
+    language: str = "german"
+    filters: MemoryFilters = field(default_factory=MemoryFilters)
+    k: int = 5
+    candidates: int = 50  # per stage, before fusion
+    stages: Sequence[str] | None = None  # None: every stage
+    weights: Mapping[str, float] | None = None  # over the configured defaults
+    fusion: str | None = None  # "weighted-rrf", "rrf" or "convex"; None: the configured one
+    rerank: bool | None = None  # None: when a reranker is active
+    hops: int = 2  # graph hops; 0 leaves the graph stage out
     explain: bool = False
+
+    @property
+    def tenant(self) -> UUID:
+        if self.tenant_id is None:
+            raise ValueError("a RecallRequest runs for a tenant (RecallService sets it)")
+        return self.tenant_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +80,6 @@ class StageUnavailableError(RuntimeError):
 class RecallStage(Protocol):
     name: str
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         """Candidates best first, at most ``query.candidates`` of them."""
         ...

@@ -10,11 +10,11 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.models.language import LanguageDetector
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.compounds import compound_expansions
-from knowmind.recall.language import LanguageDetector
 from knowmind.store import lexical
-from knowmind.store.lexical import ScoredTerm
+from knowmind.store.lexical import CorpusStats, ScoredTerm
 
 __all__ = ["LexicalOptions", "OkapiBM25Stage"]
 
@@ -41,6 +41,7 @@ class LexicalOptions:
 @dataclass(slots=True)
 class _Analysis:
     terms: list[ScoredTerm]
+    stats: CorpusStats
     query_terms: int
     matched: int
     corrections: dict[str, list[str]]
@@ -56,18 +57,17 @@ class OkapiBM25Stage:
         self.options = options or LexicalOptions()
         self.detector = detector
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         detected = self._query_language(query.text)
         languages = [query.language]
         if detected is not None and detected != query.language:
             languages.append(detected)
-        async with ctx.db.tenant_tx(query.tenant_id) as conn:
-            stats = await lexical.corpus_stats(conn, query.tenant_id)
+        async with ctx.db.tenant_tx(query.tenant) as conn:
             analysis = await self._analyse(conn, query, languages)
             request = lexical.BM25Request(
-                query.tenant_id,
+                query.tenant,
                 analysis.terms,
-                stats,
+                analysis.stats,
                 query.filters,
                 query.candidates,
                 k1=self.options.k1,
@@ -90,15 +90,15 @@ class OkapiBM25Stage:
         return self.detector.detect(text)
 
     async def _analyse(
-        self, conn: AsyncConnection, query: RecallQuery, languages: Sequence[str]
+        self, conn: AsyncConnection, query: RecallRequest, languages: Sequence[str]
     ) -> _Analysis:
         """The query's lexemes with their df, plus compound parts and typo corrections.
         Compounds come first: a word that splits is not a typo."""
-        dfs = await lexical.analyse_query(conn, query.tenant_id, languages, query.text)
+        dfs, stats = await lexical.analyse_query(conn, query.tenant, languages, query.text)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
-            expanded = await compound_expansions(conn, query.tenant_id, list(dfs))
+            expanded = await compound_expansions(conn, query.tenant, list(dfs))
             for word, expansions in expanded.items():
                 terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
                 compounds[word] = [w for w, _ in expansions]
@@ -109,9 +109,9 @@ class OkapiBM25Stage:
                 for w, df in dfs.items()
                 if df == 0 and len(w) >= TYPO_MIN_LENGTH and w not in compounds
             ]
-            corrections = await self._corrections(conn, query.tenant_id, unknown, terms)
+            corrections = await self._corrections(conn, query.tenant, unknown, terms)
         matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
-        return _Analysis(_merge(terms), len(dfs), matched, corrections, compounds)
+        return _Analysis(_merge(terms), stats, len(dfs), matched, corrections, compounds)
 
     async def _corrections(
         self, conn: AsyncConnection, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]

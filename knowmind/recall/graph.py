@@ -12,7 +12,7 @@ from collections import defaultdict
 from uuid import UUID
 
 from knowmind.graph.base import GraphReader
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.edges import mentioned_entities
 from knowmind.store.search import first_chunks
 
@@ -33,7 +33,7 @@ class GraphStage:
         self.damping = damping
         self.max_iterations = max_iterations
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         seeds, hits = await self._seeds(query, ctx)
         named = await ctx.query_entities()
         evidence = {
@@ -47,7 +47,7 @@ class GraphStage:
             ctx.explain["seeds"] = []
             return []
         result = await self.reader.personalized_pagerank(
-            query.tenant_id, seeds, query.hops, self.damping, self.max_iterations
+            query.tenant, seeds, query.hops, self.damping, self.max_iterations
         )
         # memories the walk reached through links rather than as a text hit
         evidence["linked"] = float(len(result.memories - hits))
@@ -57,8 +57,8 @@ class GraphStage:
         ranked = sorted(
             (node for node in result.scores if node in memories), key=lambda n: -result.scores[n]
         )[: query.candidates]
-        async with ctx.db.tenant_tx(query.tenant_id) as conn:
-            chunks = await first_chunks(conn, query.tenant_id, ranked, query.filters)
+        async with ctx.db.tenant_tx(query.tenant) as conn:
+            chunks = await first_chunks(conn, query.tenant, ranked, query.filters)
         if query.explain:
             top = sorted(result.scores.items(), key=lambda kv: -kv[1])[:10]
             ctx.explain["seeds"] = [{"id": str(s), "weight": round(w, 4)} for s, w in seeds.items()]
@@ -70,7 +70,7 @@ class GraphStage:
         return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
 
     async def _seeds(
-        self, query: RecallQuery, ctx: StageContext
+        self, query: RecallRequest, ctx: StageContext
     ) -> tuple[dict[UUID, float], set[UUID]]:
         """(reset weights per node, the hit memories among them)."""
         named: dict[UUID, float] = defaultdict(float)
@@ -86,8 +86,8 @@ class GraphStage:
             for rank, memory_id in enumerate(seen[:SEED_HITS], start=1):
                 hit_rank[memory_id] = min(rank, hit_rank.get(memory_id, rank))
         if hit_rank:
-            async with ctx.db.tenant_tx(query.tenant_id) as conn:
-                pairs = await mentioned_entities(conn, query.tenant_id, list(hit_rank))
+            async with ctx.db.tenant_tx(query.tenant) as conn:
+                pairs = await mentioned_entities(conn, query.tenant, list(hit_rank))
             for memory_id, entity_id in pairs:
                 found[entity_id] += 1.0 / hit_rank[memory_id]
             # the hits themselves seed the walk too (HippoRAG 2 seeds passages as well): the

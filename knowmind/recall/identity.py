@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.graph.matching import match_phrase
 from knowmind.graph.names import normalise_name
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.search import connected_entities, first_chunks, memories_mentioning
 
 __all__ = ["IdentityStage", "Intent", "parse_question"]
@@ -76,11 +76,11 @@ def parse_question(question: str) -> Intent | None:
 class IdentityStage:
     name = "identity"
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         intent = parse_question(query.text)
         if intent is None:
             return []
-        tenant = query.tenant_id
+        tenant = query.tenant
         async with ctx.db.tenant_tx(tenant) as conn:
             matches = await match_phrase(conn, tenant, _strip_articles(intent.subject))
             if query.explain:
@@ -132,13 +132,13 @@ async def _targets(
 
 
 async def _memories_about(
-    conn: AsyncConnection, query: RecallQuery, targets: dict[UUID, str]
+    conn: AsyncConnection, query: RecallRequest, targets: dict[UUID, str]
 ) -> list[Candidate]:
     """Memories about the target entities: profiles (memories titled with a target's name)
     first, then by target order, inline relations before gazetteer and NER mentions, and
     earlier mentions first."""
     rows = await memories_mentioning(
-        conn, query.tenant_id, list(targets), query.filters, query.candidates * 2
+        conn, query.tenant, list(targets), query.filters, query.candidates * 2
     )
     order = {entity_id: i for i, entity_id in enumerate(targets)}
     names = {entity_id: normalise_name(name) for entity_id, name in targets.items()}
@@ -157,7 +157,7 @@ async def _memories_about(
         if row["memory_id"] not in memory_ids:
             memory_ids.append(row["memory_id"])
     memory_ids = memory_ids[: query.candidates]
-    chunks = await first_chunks(conn, query.tenant_id, memory_ids, query.filters)
+    chunks = await first_chunks(conn, query.tenant, memory_ids, query.filters)
     total = len(memory_ids)
     return [
         Candidate(chunks[m], m, float(total - i)) for i, m in enumerate(memory_ids) if m in chunks

@@ -18,7 +18,7 @@ from knowmind.graph.matching import MatchedEntity, match_entities
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.base import (
     Candidate,
-    RecallQuery,
+    RecallRequest,
     RecallStage,
     StageContext,
     StageUnavailableError,
@@ -40,19 +40,10 @@ from knowmind.recall.weighting import default_calibration as _default_calibratio
 from knowmind.store.rows import ChunkHit
 from knowmind.store.search import fetch_chunks
 
-__all__ = ["RecallOptions", "RecallOutcome", "RecallPipeline", "RecalledMemory"]
+__all__ = ["RecallOutcome", "RecallPipeline", "RecalledMemory"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class RecallOptions:
-    k: int = 5
-    stages: Sequence[str] | None = None  # None: every stage
-    weights: Mapping[str, float] | None = None
-    rerank: bool | None = None  # None: when a reranker is active
-    fusion: str | None = None  # one of FUSION_METHODS; None: the pipeline's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +100,10 @@ class RecallPipeline:
         self.fusion = fusion
         self.calibration = calibration
 
-    async def recall(self, query: RecallQuery, options: RecallOptions) -> RecallOutcome:
+    async def recall(self, query: RecallRequest) -> RecallOutcome:
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        selected = self._select(query, options)
+        selected = self._select(query)
         finished: dict[str, asyncio.Future[list[Candidate]]] = {
             name: asyncio.get_running_loop().create_future() for name in selected
         }
@@ -134,21 +125,19 @@ class RecallPipeline:
             name: {**list_signals([s for _, s in ranking]), **ctx.signals.get(name, {})}
             for name, ranking in rankings.items()
         }
-        chosen = self._weights(rankings, evidence, options)
-        fused = self._fuse(rankings, chosen, options.fusion or self.fusion)
+        chosen = self._weights(rankings, evidence, query)
+        fused = self._fuse(rankings, chosen, query.fusion or self.fusion)
         best_chunk = _best_chunk_per_memory(runs)
         timings["fuse"] = _ms_since(fuse_started)
 
         reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
-        shortlist = fused[: max(options.k, self.rerank.candidates)]
-        async with self.db.tenant_tx(query.tenant_id) as conn:
-            chunks = await fetch_chunks(
-                conn, query.tenant_id, [best_chunk[f.key] for f in shortlist]
-            )
+        shortlist = fused[: max(query.k, self.rerank.candidates)]
+        async with self.db.tenant_tx(query.tenant) as conn:
+            chunks = await fetch_chunks(conn, query.tenant, [best_chunk[f.key] for f in shortlist])
         shortlist = [f for f in shortlist if best_chunk[f.key] in chunks]  # deleted meanwhile
         rerank_started = time.perf_counter()
         order, rerank_scores, reason = await self.rerank.apply(
-            query.text, [chunks[best_chunk[f.key]] for f in shortlist], options.rerank
+            query.text, [chunks[best_chunk[f.key]] for f in shortlist], query.rerank
         )
         if reason:
             reasons.append(f"rerank: {reason}")
@@ -161,13 +150,13 @@ class RecallPipeline:
                 stages={name: shortlist[i].ranks.get(name) for name in self.stages},
                 rerank_score=None if rerank_scores is None else rerank_scores[i],
             )
-            for i in order[: options.k]
+            for i in order[: query.k]
         ]
         timings["total"] = _ms_since(started)
         explain = None
         if query.explain:
             ctx.explain["fusion"] = {
-                "method": options.fusion or self.fusion,
+                "method": query.fusion or self.fusion,
                 "calibration": (self.calibration or _default_calibration()).source,
                 "stages": {name: w.explain() for name, w in chosen.items()},
             }
@@ -192,20 +181,20 @@ class RecallPipeline:
         self,
         rankings: Mapping[str, list[tuple[UUID, float]]],
         evidence: Mapping[str, Mapping[str, float]],
-        options: RecallOptions,
+        request: RecallRequest,
     ) -> dict[str, StageWeight]:
         """Per-stage weights: calibrated from the evidence (the list's own shape under the
         stage's reported signals), or fixed for "rrf"; the operator's static weights scale
         them, a request's weights replace them."""
-        method = options.fusion or self.fusion
+        method = request.fusion or self.fusion
         depths = {name: len(ranking) for name, ranking in rankings.items()}
         if method == "rrf":
             fixed = {name: self.default_weights.get(name, 1.0) for name in rankings}
-            fixed.update(options.weights or {})
+            fixed.update(request.weights or {})
             return stage_weights(evidence, depths, self.calibration, fixed=fixed)
-        chosen = stage_weights(evidence, depths, self.calibration, fixed=options.weights)
+        chosen = stage_weights(evidence, depths, self.calibration, fixed=request.weights)
         for name, scale in self.default_weights.items():
-            if name in chosen and not (options.weights and name in options.weights):
+            if name in chosen and not (request.weights and name in request.weights):
                 w = chosen[name]
                 chosen[name] = StageWeight(
                     name, w.weight * scale, w.depth, w.probability,
@@ -225,8 +214,8 @@ class RecallPipeline:
         cut = {n: [m for m, _ in r[: chosen[n].depth]] for n, r in rankings.items()}
         return reciprocal_rank_fusion(cut, k=self.rrf_k, weights=weights)
 
-    def _select(self, query: RecallQuery, options: RecallOptions) -> list[str]:
-        wanted = list(options.stages) if options.stages is not None else list(self.stages)
+    def _select(self, query: RecallRequest) -> list[str]:
+        wanted = list(query.stages) if query.stages is not None else list(self.stages)
         if query.hops == 0:
             wanted = [name for name in wanted if name != "graph"]
         return [name for name in self.stages if name in wanted]
@@ -234,7 +223,7 @@ class RecallPipeline:
     async def _run(
         self,
         stage: RecallStage,
-        query: RecallQuery,
+        query: RecallRequest,
         ctx: StageContext,
         finished: dict[str, asyncio.Future[list[Candidate]]],
     ) -> _StageRun:
@@ -260,9 +249,9 @@ class RecallPipeline:
         timings["embed"] = _ms_since(started)
         return vectors[0]
 
-    async def _entities(self, query: RecallQuery) -> list[MatchedEntity]:
-        async with self.db.tenant_tx(query.tenant_id) as conn:
-            return await match_entities(conn, query.tenant_id, query.text)
+    async def _entities(self, query: RecallRequest) -> list[MatchedEntity]:
+        async with self.db.tenant_tx(query.tenant) as conn:
+            return await match_entities(conn, query.tenant, query.text)
 
 
 def _once(factory: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:

@@ -5,13 +5,28 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import structlog
 
-from knowmind.models.rerank import LoadedReranker
+from knowmind.models.rerank import LoadedReranker, load_reranker, parse_spec
 from knowmind.store.rows import ChunkHit
 
-__all__ = ["RerankStep"]
+__all__ = ["RerankStatus", "RerankStep"]
+
+
+@dataclass(frozen=True, slots=True)
+class RerankStatus:
+    """What the rerank step can do now: for capabilities, health and the benchmark."""
+
+    configured: bool  # a reranker is named in the settings
+    active: bool  # it loaded and reranks
+    loading: bool  # it is configured and still loading
+    backend: str | None
+    model: str | None
+    reason: str | None  # why it is not active ("loading" while it loads)
+    candidates: int
+
 
 log = structlog.get_logger(__name__)
 
@@ -33,6 +48,29 @@ class RerankStep:
     @property
     def configured(self) -> bool:
         return self.spec != "none"
+
+    async def load(self, threads: int) -> None:
+        """Load the cross-encoder (seconds, torch) in a thread; failures become the reason."""
+        self.loaded = await asyncio.to_thread(load_reranker, self.spec, threads)
+        log.info("reranker.loaded", active=self.loaded.active, reason=self.loaded.reason)
+
+    def status(self) -> RerankStatus:
+        parsed = parse_spec(self.spec)
+        backend, model = parsed if parsed else (None, None)
+        loading = self.configured and self.loaded is None
+        if self.loaded is None:
+            reason: str | None = "loading" if self.configured else "no reranker configured"
+        else:
+            reason = self.loaded.reason
+        return RerankStatus(
+            configured=self.configured,
+            active=bool(self.loaded and self.loaded.active),
+            loading=loading,
+            backend=backend,
+            model=model,
+            reason=reason,
+            candidates=self.candidates,
+        )
 
     async def apply(
         self, query: str, hits: list[ChunkHit], requested: bool | None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from knowmind.recall.base import Candidate, RecallQuery, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.search import vector_candidates
 
 __all__ = ["VectorStage", "vector_signals"]
@@ -11,11 +11,11 @@ __all__ = ["VectorStage", "vector_signals"]
 class VectorStage:
     name = "vector"
 
-    async def search(self, query: RecallQuery, ctx: StageContext) -> list[Candidate]:
+    async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()
-        async with ctx.db.tenant_tx(query.tenant_id) as conn:
+        async with ctx.db.tenant_tx(query.tenant) as conn:
             rows = await vector_candidates(
-                conn, query.tenant_id, embedding, query.filters, query.candidates
+                conn, query.tenant, embedding, query.filters, query.candidates
             )
         nearest_per_memory: dict[object, float] = {}
         for _, memory_id, score in rows:

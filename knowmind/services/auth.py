@@ -12,9 +12,21 @@ from knowmind.db.engine import Database
 from knowmind.errors import InvalidInputError
 from knowmind.store import tokens as token_store
 
-__all__ = ["SCOPES", "Principal", "authenticate", "new_token", "parse_token", "tenant_of"]
+__all__ = [
+    "SCOPES",
+    "SERVER_ADMIN",
+    "Principal",
+    "authenticate",
+    "bearer_token",
+    "new_token",
+    "parse_token",
+    "scope_refusal",
+    "tenant_of",
+]
 
 SCOPES = ("read", "write", "admin")
+#: The scope of endpoints only the server admin token may call (tenant management).
+SERVER_ADMIN = "server_admin"
 TOKEN_PREFIX = "km"
 
 
@@ -42,6 +54,30 @@ def tenant_of(who: Principal) -> UUID:
     if who.tenant_id is None:
         raise InvalidInputError("authorization", "this operation needs a tenant token")
     return who.tenant_id
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; None when absent or malformed."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def scope_refusal(principal: Principal, needed: str) -> str | None:
+    """Why ``principal`` may not use something that needs ``needed``; None when it may.
+
+    The server admin token only manages tenants (``SERVER_ADMIN``); tenant tokens need the
+    scope (admin implies write implies read). REST answers a refusal with 403, MCP with a
+    tool error.
+    """
+    if needed == SERVER_ADMIN:
+        return None if principal.is_server_admin else "this endpoint needs the server admin token"
+    if principal.is_server_admin:
+        return "the admin token manages tenants; use a tenant token"
+    if not principal.allows(needed):
+        return f"token lacks the {needed!r} scope"
+    return None
 
 
 def hash_token(token: str) -> bytes:

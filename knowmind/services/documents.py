@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -12,16 +13,15 @@ from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.names import normalise_name
 from knowmind.graph.postgres import remove_node_edges
-from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.markdown import chunk_markdown
-from knowmind.ingest.pipeline import passage_text
+from knowmind.ingest.pipeline import index_language, passage_text
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.memories import content_sha256
-from knowmind.settings import Settings
+from knowmind.services.recipe import insert_memory
+from knowmind.settings import IngestSettings
 from knowmind.store import documents as document_store
-from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
 
 __all__ = ["ClientChunk", "DocumentDraft", "DocumentResult", "DocumentService"]
@@ -61,12 +61,13 @@ class DocumentService:
         self,
         db: Database,
         embedder: EmbeddingExecutor,
-        settings: Settings,
+        ingest: IngestSettings,
         graph: GraphService,
-        on_job_enqueued=lambda: None,
+        on_job_enqueued: Callable[[], None] = lambda: None,
     ) -> None:
-        self.db, self.embedder, self.settings, self.graph = db, embedder, settings, graph
+        self.db, self.embedder, self.ingest, self.graph = db, embedder, ingest, graph
         self.on_job_enqueued = on_job_enqueued
+        self._detect_language = ingest.bm25_memory_language == "on"
 
     async def upload(self, who: Principal, draft: DocumentDraft) -> DocumentResult:
         """Store a document; a document with the same title (or ``replace_document_id``) is
@@ -84,7 +85,7 @@ class DocumentService:
                 ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
                 return DocumentResult(existing.id, ids[0] if ids else None, 0, "unchanged")
             document_id = await self._claim(conn, tenant, existing, title, norm_title, draft, sha)
-            memory_id = await memory_store.insert_memory(
+            stored = await insert_memory(
                 conn,
                 tenant,
                 memory_store.NewMemory(
@@ -98,27 +99,18 @@ class DocumentService:
                     sha256=sha,
                     document_id=document_id,
                 ),
-            )
-            assert memory_id is not None  # document memories are not deduplicated by sha
-            count = await memory_store.insert_chunks(
-                conn,
-                tenant,
-                memory_id,
-                language=who.language,
-                context=title,
+                language=index_language(who.language, draft.content, self._detect_language),
                 contents=contents,
                 embeddings=embeddings,
+                graph=self.graph,
+                relations=draft.relations,
             )
-            if draft.relations:
-                await self.graph.attach_inline_relations(
-                    conn, tenant, memory_id, list(draft.relations)
-                )
-            job_id = await job_store.enqueue_job(
-                conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)}
-            )
+            assert stored is not None  # document memories are not deduplicated by sha
         self.on_job_enqueued()
         status = "replaced" if existing else "created"
-        return DocumentResult(document_id, memory_id, count, status, job_id, embedded_by)
+        return DocumentResult(
+            document_id, stored.id, stored.chunks, status, stored.job_id, embedded_by
+        )
 
     async def _existing(
         self, conn: AsyncConnection, tenant: UUID, draft: DocumentDraft, norm_title: str
@@ -183,7 +175,7 @@ class DocumentService:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return [c.content for c in draft.chunks], vectors / np.maximum(norms, 1e-12), "client"
         contents = chunk_markdown(
-            draft.content, self.settings.chunk_target_chars, self.settings.chunk_overlap_chars
+            draft.content, self.ingest.chunk_target_chars, self.ingest.chunk_overlap_chars
         ) or [draft.content.strip()]
         embeddings = await self.embedder.embed_passages([passage_text(title, c) for c in contents])
         return contents, embeddings, "server"

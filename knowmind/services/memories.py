@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,15 +13,13 @@ from uuid import UUID
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
-from knowmind.ingest.extract import EXTRACT_JOB
-from knowmind.ingest.pipeline import prepare_chunks
+from knowmind.ingest.pipeline import index_language, prepare_chunks
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
-from knowmind.settings import Settings
-from knowmind.store import jobs as job_store
+from knowmind.services.recipe import insert_memory
+from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
-from knowmind.store.jobs import JobRow
 from knowmind.store.rows import MemoryRow
 
 __all__ = ["MEMORY_TYPES", "MemoryDraft", "MemoryService", "Remembered"]
@@ -60,15 +56,16 @@ class MemoryService:
         self,
         db: Database,
         embedder: EmbeddingExecutor,
-        settings: Settings,
+        ingest: IngestSettings,
         graph: GraphService,
         on_job_enqueued: Callable[[], None] = lambda: None,
     ) -> None:
         self.db = db
         self.embedder = embedder
-        self.settings = settings
+        self.ingest = ingest
         self.graph = graph
         self.on_job_enqueued = on_job_enqueued
+        self._detect_language = ingest.bm25_memory_language == "on"
 
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
@@ -81,8 +78,8 @@ class MemoryService:
             self.embedder,
             draft.title,
             draft.content,
-            self.settings.chunk_target_chars,
-            self.settings.chunk_overlap_chars,
+            self.ingest.chunk_target_chars,
+            self.ingest.chunk_overlap_chars,
         )
         values = memory_store.NewMemory(
             title=draft.title,
@@ -95,27 +92,19 @@ class MemoryService:
             sha256=sha,
         )
         async with self.db.tenant_tx(tenant) as conn:
-            memory_id = await memory_store.insert_memory(conn, tenant, values)
-            if memory_id is not None:
-                count = await memory_store.insert_chunks(
-                    conn,
-                    tenant,
-                    memory_id,
-                    language=who.language,
-                    context=draft.title,
-                    contents=prepared.contents,
-                    embeddings=prepared.embeddings,
-                )
-                if draft.relations:
-                    await self.graph.attach_inline_relations(
-                        conn, tenant, memory_id, list(draft.relations)
-                    )
-                job_id = await job_store.enqueue_job(
-                    conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)}
-                )
-        if memory_id is not None:
+            stored = await insert_memory(
+                conn,
+                tenant,
+                values,
+                language=index_language(who.language, draft.content, self._detect_language),
+                contents=prepared.contents,
+                embeddings=prepared.embeddings,
+                graph=self.graph,
+                relations=draft.relations,
+            )
+        if stored is not None:
             self.on_job_enqueued()
-            return Remembered(memory_id, "created", count, job_id)
+            return Remembered(stored.id, "created", stored.chunks, stored.job_id)
         # A concurrent request stored the same content first.
         raced = await self._existing(tenant, sha)
         assert raced is not None
@@ -147,8 +136,8 @@ class MemoryService:
             self.embedder,
             new_title,
             new_content,
-            self.settings.chunk_target_chars,
-            self.settings.chunk_overlap_chars,
+            self.ingest.chunk_target_chars,
+            self.ingest.chunk_overlap_chars,
         )
         async with self.db.tenant_tx(tenant) as conn:
             old = await memory_store.close_validity(conn, tenant, target_id)
@@ -156,7 +145,7 @@ class MemoryService:
                 if await memory_store.get_memory(conn, tenant, target_id) is None:
                     raise NotFoundError(f"memory {target_id} not found")
                 raise ConflictError(f"memory {target_id} was already superseded")
-            new_id = await memory_store.insert_memory(
+            stored = await insert_memory(
                 conn,
                 tenant,
                 memory_store.NewMemory(
@@ -170,41 +159,16 @@ class MemoryService:
                     sha256=content_sha256(new_content),
                     document_id=old.document_id,
                 ),
-            )
-            if new_id is None:
-                raise ConflictError("a current memory with exactly this content exists")
-            count = await memory_store.insert_chunks(
-                conn,
-                tenant,
-                new_id,
-                language=who.language,
-                context=new_title,
+                language=index_language(who.language, new_content, self._detect_language),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
+                graph=self.graph,
             )
-            await self.graph.link_supersedes(conn, tenant, new_id, target_id, reason)
-            job_id = await job_store.enqueue_job(
-                conn, tenant, EXTRACT_JOB, {"memory_id": str(new_id)}
-            )
+            if stored is None:
+                raise ConflictError("a current memory with exactly this content exists")
+            await self.graph.link_supersedes(conn, tenant, stored.id, target_id, reason)
         self.on_job_enqueued()
-        return Remembered(new_id, "created", count, job_id)
-
-    async def job(self, who: Principal, job_id: UUID) -> JobRow:
-        tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
-            row = await job_store.get_job(conn, tenant, job_id)
-        if row is None:
-            raise NotFoundError(f"job {job_id} not found")
-        return row
-
-    async def wait_for_job(self, who: Principal, job_id: UUID) -> JobRow:
-        """Poll until the job is done or failed, or the wait timeout passes."""
-        deadline = time.monotonic() + self.settings.wait_timeout_seconds
-        while True:
-            row = await self.job(who, job_id)
-            if row.status in ("done", "failed") or time.monotonic() > deadline:
-                return row
-            await asyncio.sleep(0.05)
+        return Remembered(stored.id, "created", stored.chunks, stored.job_id)
 
     async def get(self, who: Principal, memory_id: UUID) -> MemoryRow:
         tenant = tenant_of(who)

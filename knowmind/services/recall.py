@@ -1,41 +1,32 @@
-"""Recall: turn a request into a pipeline query."""
+"""Recall for a caller: the request runs in the caller's tenant and language."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from knowmind.errors import InvalidInputError
-from knowmind.recall.base import RecallQuery
-from knowmind.recall.pipeline import RecallOptions, RecallOutcome, RecallPipeline
+from knowmind.recall.base import RecallRequest
+from knowmind.recall.pipeline import RecallOutcome, RecallPipeline
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.settings import Settings
-from knowmind.store.search import MemoryFilters
 
 __all__ = ["RecallService"]
 
 
 class RecallService:
-    def __init__(self, pipeline: RecallPipeline, settings: Settings) -> None:
+    def __init__(self, pipeline: RecallPipeline, candidates: int) -> None:
+        """``candidates``: how many hits each stage returns before fusion (at least ``k``)."""
         self.pipeline = pipeline
-        self.settings = settings
+        self.candidates = candidates
 
-    async def recall(
-        self,
-        who: Principal,
-        query: str,
-        options: RecallOptions,
-        filters: MemoryFilters | None = None,
-        hops: int = 2,
-        explain: bool = False,
-    ) -> RecallOutcome:
+    async def recall(self, who: Principal, request: RecallRequest) -> RecallOutcome:
         tenant = tenant_of(who)
-        if not query.strip():
+        if not request.text.strip():
             raise InvalidInputError("query", "must not be blank")
-        request = RecallQuery(
+        resolved = replace(
+            request,
             tenant_id=tenant,
             language=who.language,
-            text=query.strip(),
-            filters=filters or MemoryFilters(),
-            candidates=max(self.settings.recall_candidates, options.k),
-            hops=hops,
-            explain=explain,
+            text=request.text.strip(),
+            candidates=max(self.candidates, request.k),
         )
-        return await self.pipeline.recall(request, options)
+        return await self.pipeline.recall(resolved)

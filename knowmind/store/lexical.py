@@ -21,7 +21,6 @@ __all__ = [
     "analyse_query",
     "bm25_candidates",
     "bm25_plan",
-    "corpus_stats",
     "idf",
     "lexeme_dfs",
     "lexemes_extending",
@@ -54,32 +53,30 @@ def idf(chunk_count: int, df: int) -> float:
     return math.log(1 + (chunk_count - df + 0.5) / (df + 0.5))
 
 
-async def corpus_stats(conn: AsyncConnection, tenant_id: UUID) -> CorpusStats:
-    row = (
-        await conn.execute(
-            text("SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t"),
-            {"t": tenant_id},
-        )
-    ).one_or_none()
-    return CorpusStats(int(row[0]), int(row[1])) if row else CorpusStats(0, 0)
-
-
 async def analyse_query(
     conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
-) -> dict[str, int]:
+) -> tuple[dict[str, int], CorpusStats]:
     """{lexeme: df} of the query analysed with each text-search configuration in
-    ``languages`` (the union), in the order the words appear in the query."""
-    rows = await conn.execute(
-        text(
-            "WITH q AS (SELECT w.lexeme, min(p) AS pos FROM "
-            "unnest(CAST(:languages AS regconfig[])) AS cfg, "
-            "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p GROUP BY w.lexeme) "
-            "SELECT q.lexeme, coalesce(l.df, 0) FROM q LEFT JOIN bm25_lexemes l "
-            "ON l.tenant_id = :t AND l.lexeme = q.lexeme ORDER BY q.pos, q.lexeme"
-        ),
-        {"t": tenant_id, "languages": list(languages), "query": query},
-    )
-    return {r[0]: int(r[1]) for r in rows}
+    ``languages`` (the union), in the order the words appear in the query; and the tenant's
+    corpus statistics (one round trip)."""
+    rows = (
+        await conn.execute(
+            text(
+                "WITH q AS (SELECT w.lexeme, min(p) AS pos FROM "
+                "unnest(CAST(:languages AS regconfig[])) AS cfg, "
+                "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p "
+                "GROUP BY w.lexeme), "
+                "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
+                "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length "
+                "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
+                "LEFT JOIN bm25_lexemes l ON l.tenant_id = :t AND l.lexeme = q.lexeme "
+                "ORDER BY q.pos, q.lexeme"
+            ),
+            {"t": tenant_id, "languages": list(languages), "query": query},
+        )
+    ).all()
+    stats = CorpusStats(int(rows[0][2] or 0), int(rows[0][3] or 0))
+    return {r[0]: int(r[1]) for r in rows if r[0] is not None}, stats
 
 
 async def similar_lexemes(

@@ -10,9 +10,9 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.guards import SERVER_ADMIN
 from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut
 from knowmind.runtime import Runtime
+from knowmind.services.auth import SERVER_ADMIN
 from knowmind.store.rows import TenantRow
 
 __all__ = ["AdminController"]
@@ -38,7 +38,7 @@ class AdminController(Controller):
     async def create_tenant(
         self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime]
     ) -> TenantOut:
-        language = data.language or runtime.settings.default_language
+        language = data.language or runtime.settings.database.default_language
         return _tenant_out(await runtime.admin.create_tenant(data.name, language))
 
     @get("/tenants")

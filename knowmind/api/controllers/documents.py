@@ -16,7 +16,7 @@ from knowmind.api.errors import error_response, exception_handlers
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult
-from knowmind.services.graph import InlineRelation
+from knowmind.services.outputs import document_result, inline_relations
 
 __all__ = ["DocumentController", "KnowmindUploadController"]
 
@@ -25,14 +25,7 @@ Who = NamedDependency[Principal]
 
 
 def document_out(result: DocumentResult) -> Response[DocumentOut]:
-    body = DocumentOut(
-        id=result.id,
-        memory_id=result.memory_id,
-        chunks=result.chunks,
-        status=result.status,  # type: ignore[arg-type]
-        job_id=result.job_id,
-        embedded_by=result.embedded_by,
-    )
+    body = DocumentOut(**document_result(result), embedded_by=result.embedded_by)
     return Response(body, status_code=HTTP_201_CREATED if result.status == "created" else 200)
 
 
@@ -51,7 +44,7 @@ class DocumentController(Controller):
             title=data.title,
             source=data.source,
             replace_document_id=data.replace_document_id,
-            relations=tuple(InlineRelation(**msgspec.structs.asdict(r)) for r in data.relations),
+            relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
         )
         return document_out(await runtime.documents.upload(principal, draft))
 

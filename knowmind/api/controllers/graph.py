@@ -15,7 +15,6 @@ from knowmind.api.graph_schemas import (
     EntityIn,
     EntityOut,
     EntitySearchOut,
-    JobOut,
     LinkIn,
     LinkOut,
     NodeRef,
@@ -28,9 +27,8 @@ from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.graph import PredicateDraft
 from knowmind.store.entities import EntityRow
-from knowmind.store.jobs import JobRow
 
-__all__ = ["EntityController", "JobController", "RelationController", "SchemaController"]
+__all__ = ["EntityController", "RelationController", "SchemaController"]
 
 Rt = NamedDependency[Runtime]
 Who = NamedDependency[Principal]
@@ -47,19 +45,6 @@ def entity_out(row: EntityRow, created: bool | None = None) -> EntityOut:
         confidence=row.confidence,
         created_at=row.created_at,
         created=created,
-    )
-
-
-def job_out(row: JobRow) -> JobOut:
-    return JobOut(
-        id=row.id,
-        kind=row.kind,
-        status=row.status,
-        attempts=row.attempts,
-        last_error=row.last_error,
-        result=row.result,
-        created_at=row.created_at,
-        finished_at=row.finished_at,
     )
 
 
@@ -172,12 +157,3 @@ class SchemaController(Controller):
             "symmetric": predicate.symmetric,
             "description": predicate.description,
         }
-
-
-class JobController(Controller):
-    path = "/v1/jobs"
-    tags = ["jobs"]
-
-    @get("/{job_id:uuid}", opt={"scope": "read"})
-    async def get_job(self, job_id: FromPath[UUID], runtime: Rt, principal: Who) -> JobOut:
-        return job_out(await runtime.memories.job(principal, job_id))

@@ -11,7 +11,6 @@ from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from knowmind import __version__
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
-from knowmind.services.capabilities import describe
 
 __all__ = ["HealthController"]
 
@@ -27,12 +26,12 @@ class HealthController(Controller):
     @get("/v1/capabilities")
     async def capabilities(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
         """What is active on this host: embedder, reranker, graph backend, NER, stages."""
-        return await describe(runtime)
+        return await runtime.health.capabilities()
 
     @get("/health/detail")
     async def health_detail(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
         """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
-        return await runtime.health_detail()
+        return await runtime.health.health_detail()
 
     @get("/v1/stats", opt={"scope": "read"})
     async def stats(
@@ -40,18 +39,18 @@ class HealthController(Controller):
     ) -> dict[str, Any]:
         """Counts for the caller's tenant: memories, documents, chunks, entities, edges, jobs,
         and the graph mirror's lag."""
-        return await runtime.stats(principal)
+        return await runtime.health.stats(principal)
 
     @get("/ready")
     async def ready(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:
         """Database reachable, schema at head, embedder loaded."""
-        checks = await runtime.readiness()
+        checks = await runtime.health.readiness()
         ok = all(value == "ok" for value in checks.values())
         status = HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE
         # The graph mirror is reported, never a reason to be unready: PostgreSQL is the record.
         body = {
             "status": "ok" if ok else "unavailable",
             "checks": checks,
-            "graph_mirror": await runtime.mirror_report(),
+            "graph_mirror": await runtime.health.mirror_report(),
         }
         return Response(body, status_code=status)

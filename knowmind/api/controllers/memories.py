@@ -11,47 +11,19 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.document_schemas import SupersedeIn
-from knowmind.api.schemas import JobRef, MemoryIn, MemoryList, MemoryOut, RememberOut
-from knowmind.errors import InvalidInputError
+from knowmind.api.schemas import JobRef, MemoryIn, MemoryList, MemoryOut, RememberOut, SupersedeIn
+from knowmind.contract.limits import reject_nul
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
-from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import MemoryDraft
+from knowmind.services.outputs import inline_relations, memory_fields, remembered
 from knowmind.store.rows import MemoryRow
 
 __all__ = ["MemoryController"]
 
 
 def memory_out(row: MemoryRow) -> MemoryOut:
-    return MemoryOut(
-        id=row.id,
-        title=row.title,
-        content=row.content,
-        memory_type=row.memory_type,
-        tags=row.tags,
-        source=row.source,
-        domain=row.domain,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        valid_from=row.valid_from,
-        valid_to=row.valid_to,
-        document_id=row.document_id,
-        chunks=row.chunk_count,
-    )
-
-
-def _reject_nul(value: Any, field: str) -> None:
-    """PostgreSQL text and jsonb cannot hold NUL characters."""
-    if isinstance(value, str) and "\x00" in value:
-        raise InvalidInputError(field, "must not contain NUL characters")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _reject_nul(key, field)
-            _reject_nul(item, field)
-    elif isinstance(value, list):
-        for item in value:
-            _reject_nul(item, field)
+    return MemoryOut(**memory_fields(row))
 
 
 class MemoryController(Controller):
@@ -68,7 +40,7 @@ class MemoryController(Controller):
     ) -> Response[RememberOut]:
         """Store a memory. Extraction runs in the background (poll ``GET /v1/jobs/{job_id}``)
         unless ``?wait=true``."""
-        _reject_nul(data.metadata, "metadata")
+        reject_nul(data.metadata, "metadata")
         draft = MemoryDraft(
             content=data.content,
             title=data.title,
@@ -77,15 +49,15 @@ class MemoryController(Controller):
             source=data.source,
             domain=data.domain,
             metadata=data.metadata,
-            relations=tuple(InlineRelation(**msgspec.structs.asdict(r)) for r in data.relations),
+            relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
         )
         done = await runtime.memories.remember(principal, draft)
         job = None
         if wait and done.job_id is not None:
-            row = await runtime.memories.wait_for_job(principal, done.job_id)
+            row = await runtime.jobs.wait_for_job(principal, done.job_id)
             job = JobRef(id=row.id, status=row.status, result=row.result, last_error=row.last_error)
         status = HTTP_201_CREATED if done.status == "created" else HTTP_200_OK
-        body = RememberOut(done.id, done.status, done.chunks, done.job_id, job)  # type: ignore[arg-type]
+        body = RememberOut(**remembered(done), job=job)
         return Response(body, status_code=status)
 
     @get("/{memory_id:uuid}", opt={"scope": "read"})
@@ -135,4 +107,4 @@ class MemoryController(Controller):
         done = await runtime.memories.supersede(
             principal, memory_id, data.new_title, data.new_content, data.update_reason
         )
-        return RememberOut(done.id, "created", done.chunks, done.job_id)
+        return RememberOut(**remembered(done))

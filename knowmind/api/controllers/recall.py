@@ -8,9 +8,10 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.schemas import RecallFilters, RecallHit, RecallIn, RecallOut
-from knowmind.recall.pipeline import RecallOptions
+from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.outputs import recall_result
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["RecallController"]
@@ -37,35 +38,26 @@ class RecallController(Controller):
             as_of=data.as_of,
             known_at=data.known_at,
         )
-        options = RecallOptions(
+        weights: dict[str, float] | None = (
+            None if data.weights is None else {stage: w for stage, w in data.weights.items()}
+        )
+        request = RecallRequest(
+            text=data.query,
+            filters=filters,
             k=data.k,
             stages=data.stages,
-            weights=data.weights,
+            weights=weights,
             rerank=data.rerank,
             fusion=data.fusion,
+            hops=data.hops,
+            explain=data.explain,
         )
-        outcome = await runtime.recall.recall(
-            principal, data.query, options, filters, hops=data.hops, explain=data.explain
-        )
-        hits = [
-            RecallHit(
-                memory_id=r.chunk.memory_id,
-                chunk_id=r.chunk.chunk_id,
-                title=r.chunk.title,
-                content=r.chunk.content,
-                source=r.chunk.source,
-                memory_type=r.chunk.memory_type,
-                created_at=r.chunk.created_at,
-                score=round(r.score, 6),
-                stages=r.stages,
-                rerank_score=None if r.rerank_score is None else round(r.rerank_score, 6),
-            )
-            for r in outcome.results
-        ]
+        outcome = await runtime.recall.recall(principal, request)
+        result = recall_result(outcome)
         return RecallOut(
-            results=hits,
+            results=[RecallHit(**hit) for hit in result["results"]],
             timings_ms=outcome.timings_ms,
-            degraded=bool(outcome.degraded_reasons),
-            degraded_reasons=outcome.degraded_reasons,
+            degraded=result["degraded"],
+            degraded_reasons=result["degraded_reasons"],
             explain=outcome.explain,
         )

@@ -1,0 +1,43 @@
+"""Background job status: ``GET /v1/jobs/{id}``."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from litestar import Controller, get
+from litestar.di import NamedDependency
+from litestar.params import FromPath
+
+from knowmind.api.schemas import JobOut
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.store.jobs import JobRow
+
+__all__ = ["JobController", "job_out"]
+
+
+def job_out(row: JobRow) -> JobOut:
+    return JobOut(
+        id=row.id,
+        kind=row.kind,
+        status=row.status,
+        attempts=row.attempts,
+        last_error=row.last_error,
+        result=row.result,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+
+
+class JobController(Controller):
+    path = "/v1/jobs"
+    tags = ["jobs"]
+
+    @get("/{job_id:uuid}", opt={"scope": "read"})
+    async def get_job(
+        self,
+        job_id: FromPath[UUID],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> JobOut:
+        return job_out(await runtime.jobs.get(principal, job_id))

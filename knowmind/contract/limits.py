@@ -1,0 +1,118 @@
+"""Field constraints shared by the REST bodies (``api/schemas.py``) and the MCP input schemas
+(``mcp/catalogue.py``). Each constraint is an annotated type: msgspec enforces it on REST
+bodies, and ``json_schema`` turns the same type into the MCP tool's JSON Schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from knowmind.errors import InvalidInputError
+
+__all__ = [
+    "CLASS_PATTERN",
+    "HOPS_DEFAULT",
+    "K_DEFAULT",
+    "MEMORY_TYPES",
+    "NO_NUL",
+    "PREDICATE_PATTERN",
+    "Aliases",
+    "ClassName",
+    "Confidence",
+    "Content",
+    "Description",
+    "Hops",
+    "K",
+    "MemoryType",
+    "Name",
+    "OptionalClassName",
+    "PredicateName",
+    "Query",
+    "Reason",
+    "RelationCount",
+    "ShortText",
+    "TagList",
+    "Text",
+    "Title",
+    "json_schema",
+    "reject_nul",
+]
+
+#: PostgreSQL text and jsonb cannot hold NUL characters.
+NO_NUL = r"^[^\x00]*$"
+PREDICATE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
+CLASS_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
+MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
+
+QUERY_MAX_CHARS = 4000
+K_MIN, K_MAX, K_DEFAULT = 1, 25, 5
+HOPS_MIN, HOPS_MAX, HOPS_DEFAULT = 0, 3, 2
+TITLE_MAX_CHARS = 500
+SHORT_TEXT_MAX_CHARS = 500
+NAME_MAX_CHARS = 300
+CLASS_MAX_CHARS = 60
+PREDICATE_MAX_CHARS = 60
+DESCRIPTION_MAX_CHARS = 4000
+REASON_MAX_CHARS = 2000
+MAX_TAGS = 100
+MAX_RELATIONS = 50
+MAX_ALIASES = 50
+
+Text = Annotated[str, Meta(pattern=NO_NUL, description="text without NUL characters")]
+Content = Annotated[str, Meta(min_length=1, pattern=NO_NUL)]
+ShortText = Annotated[str, Meta(min_length=1, max_length=SHORT_TEXT_MAX_CHARS, pattern=NO_NUL)]
+Title = Annotated[str, Meta(max_length=TITLE_MAX_CHARS, pattern=NO_NUL)]
+NonEmptyTitle = Annotated[str, Meta(min_length=1, max_length=TITLE_MAX_CHARS, pattern=NO_NUL)]
+Name = Annotated[str, Meta(min_length=1, max_length=NAME_MAX_CHARS, pattern=NO_NUL)]
+ClassName = Annotated[str, Meta(min_length=1, max_length=CLASS_MAX_CHARS, pattern=CLASS_PATTERN)]
+#: An entity class on an inline relation (REST accepts the empty string there).
+OptionalClassName = Annotated[str, Meta(max_length=CLASS_MAX_CHARS, pattern=CLASS_PATTERN)]
+PredicateName = Annotated[
+    str, Meta(min_length=1, max_length=PREDICATE_MAX_CHARS, pattern=PREDICATE_PATTERN)
+]
+Description = Annotated[str, Meta(max_length=DESCRIPTION_MAX_CHARS, pattern=NO_NUL)]
+Reason = Annotated[str, Meta(max_length=REASON_MAX_CHARS, pattern=NO_NUL)]
+Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
+Query = Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NO_NUL)]
+K = Annotated[int, Meta(ge=K_MIN, le=K_MAX)]
+Hops = Annotated[int, Meta(ge=HOPS_MIN, le=HOPS_MAX, description="graph hops; 0 = no graph stage")]
+MemoryType = Literal["semantic", "episodic", "procedural", "reference"]
+TagList = Annotated[list[ShortText], Meta(max_length=MAX_TAGS)]
+Aliases = Annotated[list[Name], Meta(max_length=MAX_ALIASES)]
+RelationCount = Meta(max_length=MAX_RELATIONS)
+
+
+def json_schema(kind: Any, description: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The JSON Schema of an annotated type, for an MCP tool input.
+
+    The NUL pattern is left out: the MCP validator refuses NUL in every string anyway, and
+    clients need not see it. The type's own description gives way to ``description``.
+    """
+    schema = _strip_nul(msgspec.json.schema(kind))
+    if description is not None:
+        schema["description"] = description
+    return schema | extra
+
+
+def _strip_nul(schema: dict[str, Any]) -> dict[str, Any]:
+    cleaned = {k: v for k, v in schema.items() if not (k == "pattern" and v == NO_NUL)}
+    if cleaned.get("description") == "text without NUL characters":
+        del cleaned["description"]
+    if isinstance(cleaned.get("items"), dict):
+        cleaned["items"] = _strip_nul(cleaned["items"])
+    return cleaned
+
+
+def reject_nul(value: Any, field: str) -> None:
+    """Refuse NUL anywhere in a free-form value (keys and items of jsonb included)."""
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidInputError(field, "must not contain NUL characters")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            reject_nul(key, field)
+            reject_nul(item, field)
+    elif isinstance(value, list):
+        for item in value:
+            reject_nul(item, field)

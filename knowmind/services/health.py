@@ -1,0 +1,176 @@
+"""How the server is doing: health per component, readiness, tenant stats, the graph mirror's
+lag and the capabilities of this host (``GET /v1/capabilities``). Nothing here is aspirational:
+each entry is read from the running parts, with the reason when something is missing.
+
+The service is handed the parts it reports on, never the whole runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from knowmind.db.engine import Database
+from knowmind.db.migrate import head_revision, revision_of
+from knowmind.graph.base import GraphReader
+from knowmind.ingest.ner import SPACY_MODEL, spacy_recogniser
+from knowmind.models.executor import EmbeddingExecutor
+from knowmind.recall.pipeline import RecallPipeline
+from knowmind.recall.weighting import default_calibration
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.store.jobs import job_backlog
+from knowmind.store.outbox import outbox_lag
+from knowmind.store.stats import tenant_stats
+from knowmind.workers.mirror import MirrorDrainer
+
+__all__ = ["HealthService", "HostFacts"]
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    """The configured names capabilities report beside what is running."""
+
+    embedder_spec: str
+    extractors: tuple[str, ...]
+
+
+class HealthService:
+    def __init__(
+        self,
+        db: Database,
+        embedder: EmbeddingExecutor,
+        pipeline: RecallPipeline,
+        graph_reader: GraphReader,
+        mirror: MirrorDrainer | None,
+        facts: HostFacts,
+        jobs_running: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.pipeline = pipeline
+        self.rerank = pipeline.rerank
+        self.graph_reader = graph_reader
+        self.mirror = mirror
+        self.facts = facts
+        self.jobs_running = jobs_running
+
+    async def stats(self, who: Principal) -> dict[str, object]:
+        """Counts for the caller's tenant, and how far the graph mirror lags behind."""
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            counts: dict[str, object] = dict(await tenant_stats(conn, tenant))
+        if self.mirror is not None:
+            async with self.db.owner_tx() as conn:
+                pending, oldest = await outbox_lag(conn, tenant)
+            counts["mirror_lag"] = {"pending_changes": pending, "oldest_change_age_s": oldest}
+        return counts
+
+    async def health_detail(self) -> dict[str, object]:
+        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
+        checks = await self.readiness()
+        async with self.db.owner_tx() as conn:
+            backlog = await job_backlog(conn)
+        return {
+            "postgres": {"status": checks["database"], "schema": checks["schema"]},
+            "graph_mirror": await self.mirror_report(),
+            "embedder": {"status": checks["embedder"], "model": self.embedder.model_id},
+            "reranker": self._reranker_health(),
+            "job_worker": {
+                "status": "ok" if self.jobs_running() else "not running in this process",
+                **backlog,
+            },
+        }
+
+    def _reranker_health(self) -> dict[str, object]:
+        status = self.rerank.status()
+        if not status.configured:
+            return {"status": "disabled"}
+        if status.loading:
+            return {"status": "loading"}
+        return {"status": "ok" if status.active else "unavailable", "reason": status.reason}
+
+    async def mirror_report(self) -> dict[str, object]:
+        """The mirror's state and lag (changes not yet in Neo4j, age of the oldest)."""
+        if self.mirror is None:
+            return {"status": "disabled"}
+        async with self.db.owner_tx() as conn:
+            pending, oldest = await outbox_lag(conn)
+        status = self.mirror.status
+        return {
+            "status": "ok" if status.connected and not status.last_error else "degraded",
+            "pending_changes": pending,
+            "oldest_change_age_s": round(oldest, 3),
+            "last_error": status.last_error,
+        }
+
+    async def readiness(self) -> dict[str, str]:
+        """Per component: "ok" or what is wrong."""
+        checks: dict[str, str] = {}
+        try:
+            async with self.db.app.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            checks["database"] = "ok"
+        except Exception as exc:
+            checks["database"] = f"unreachable: {type(exc).__name__}"
+        try:
+            async with self.db.owner.connect() as conn:
+                revision = await revision_of(conn)
+            head = head_revision()
+            checks["schema"] = "ok" if revision == head else f"at {revision}, head is {head}"
+        except Exception as exc:
+            checks["schema"] = f"unknown: {type(exc).__name__}"
+        checks["embedder"] = "ok" if self.embedder.dim > 0 else "not loaded"
+        return checks
+
+    async def capabilities(self) -> dict[str, Any]:
+        """What is active on this host: embedder, reranker, graph backend, NER, stages."""
+        extractors = list(self.facts.extractors)
+        return {
+            "embedder": {
+                "backend": self.facts.embedder_spec.split(":", 1)[0],
+                "model": self.embedder.model_id,
+                "dim": self.embedder.dim,
+            },
+            "reranker": self._reranker_capability(),
+            "graph": {
+                "backend": self.graph_reader.name,
+                "gds": await self._gds(),
+                "mirror": await self.mirror_report(),
+            },
+            "ner": {"rules": "ner" in extractors, "spacy": _spacy()},
+            "extraction": {
+                "extractors": extractors,
+                "llm": {"active": False, "reason": "LLM extraction is not implemented yet"},
+            },
+            "stages": list(self.pipeline.stages),
+            "fusion": {
+                "method": self.pipeline.fusion,
+                "k": self.pipeline.rrf_k,
+                "weights": self.pipeline.default_weights,
+                "calibration": (self.pipeline.calibration or default_calibration()).source,
+            },
+        }
+
+    def _reranker_capability(self) -> dict[str, Any]:
+        status = self.rerank.status()
+        return {
+            "active": status.active,
+            "backend": status.backend,
+            "model": status.model,
+            "candidates": status.candidates,
+            "reason": status.reason,
+        }
+
+    async def _gds(self) -> bool | None:
+        has_gds = getattr(self.graph_reader, "has_gds", None)
+        return await has_gds() if has_gds else None
+
+
+def _spacy() -> dict[str, Any]:
+    recogniser = spacy_recogniser()
+    if recogniser is None:
+        return {"active": False, "reason": f"spaCy or {SPACY_MODEL} not installed"}
+    return {"active": True, "model": SPACY_MODEL, "languages": ["english"]}

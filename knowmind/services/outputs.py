@@ -1,0 +1,117 @@
+"""What the service results look like at the edge: one mapping per result kind, used by the REST
+controllers (which wrap the dicts in their msgspec structs) and the MCP tools (which send them
+as they are). Inputs the other way: ``inline_relations``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from knowmind.recall.pipeline import RecalledMemory, RecallOutcome
+from knowmind.services.documents import DocumentResult
+from knowmind.services.graph import InlineRelation
+from knowmind.services.memories import Remembered
+from knowmind.store.rows import MemoryRow
+
+__all__ = [
+    "PREVIEW_CHARS",
+    "document_result",
+    "inline_relations",
+    "memory_fields",
+    "memory_preview",
+    "recall_hit",
+    "recall_result",
+    "remembered",
+]
+
+#: Content shown per memory in MCP listings (the full text is one REST call away).
+PREVIEW_CHARS = 1000
+_PREVIEW_KEYS = frozenset(
+    {"id", "title", "memory_type", "tags", "source", "created_at"}
+    | {"valid_from", "valid_to", "document_id", "chunks"}
+)
+_RELATION_FIELDS = (
+    "predicate",
+    "object",
+    "object_class",
+    "object_description",
+    "confidence",
+    "subject",
+    "subject_class",
+)
+
+
+def memory_fields(row: MemoryRow) -> dict[str, Any]:
+    """A memory as ``GET /v1/memories/{id}`` shows it."""
+    return {
+        "id": row.id,
+        "title": row.title,
+        "content": row.content,
+        "memory_type": row.memory_type,
+        "tags": row.tags,
+        "source": row.source,
+        "domain": row.domain,
+        "metadata": row.metadata,
+        "created_at": row.created_at,
+        "valid_from": row.valid_from,
+        "valid_to": row.valid_to,
+        "document_id": row.document_id,
+        "chunks": row.chunk_count,
+    }
+
+
+def memory_preview(row: MemoryRow) -> dict[str, Any]:
+    """A memory in a listing: content cut at ``PREVIEW_CHARS`` (``truncated`` says so)."""
+    preview = {key: value for key, value in memory_fields(row).items() if key in _PREVIEW_KEYS}
+    preview["content"] = row.content[:PREVIEW_CHARS]
+    preview["truncated"] = len(row.content) > PREVIEW_CHARS
+    return preview
+
+
+def recall_hit(hit: RecalledMemory, *, with_stages: bool = True) -> dict[str, Any]:
+    """One recall result; ``stages`` is each stage's rank of the memory (REST shows it)."""
+    fields: dict[str, Any] = {
+        "memory_id": hit.chunk.memory_id,
+        "chunk_id": hit.chunk.chunk_id,
+        "title": hit.chunk.title,
+        "content": hit.chunk.content,
+        "source": hit.chunk.source,
+        "memory_type": hit.chunk.memory_type,
+        "created_at": hit.chunk.created_at,
+        "score": round(hit.score, 6),
+        "rerank_score": None if hit.rerank_score is None else round(hit.rerank_score, 6),
+    }
+    if with_stages:
+        fields["stages"] = hit.stages
+    return fields
+
+
+def recall_result(outcome: RecallOutcome, *, with_stages: bool = True) -> dict[str, Any]:
+    """Results and whether (and why) the recall was degraded."""
+    return {
+        "results": [recall_hit(r, with_stages=with_stages) for r in outcome.results],
+        "degraded": bool(outcome.degraded_reasons),
+        "degraded_reasons": outcome.degraded_reasons,
+    }
+
+
+def remembered(done: Remembered) -> dict[str, Any]:
+    return {"id": done.id, "status": done.status, "chunks": done.chunks, "job_id": done.job_id}
+
+
+def document_result(done: DocumentResult) -> dict[str, Any]:
+    return {
+        "id": done.id,
+        "memory_id": done.memory_id,
+        "chunks": done.chunks,
+        "status": done.status,
+        "job_id": done.job_id,
+    }
+
+
+def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[InlineRelation, ...]:
+    """Relations given with a memory or document (validated bodies or tool arguments)."""
+    return tuple(
+        InlineRelation(**{key: item[key] for key in _RELATION_FIELDS if item.get(key) is not None})
+        for item in items
+    )

@@ -1,0 +1,59 @@
+"""The one way a memory enters the store: the memory row, its chunks, the relations given with
+it, and the extraction job, in the caller's transaction. Remember, supersede and document upload
+all write through ``insert_memory``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.ingest.extract import EXTRACT_JOB
+from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.store import jobs as job_store
+from knowmind.store import memories as memory_store
+
+__all__ = ["StoredMemory", "insert_memory"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMemory:
+    id: UUID
+    chunks: int
+    job_id: UUID
+
+
+async def insert_memory(
+    conn: AsyncConnection,
+    tenant: UUID,
+    memory: memory_store.NewMemory,
+    *,
+    language: str,
+    contents: Sequence[str],
+    embeddings: np.ndarray,
+    graph: GraphService,
+    relations: Sequence[InlineRelation] = (),
+) -> StoredMemory | None:
+    """None when a current memory with the same content exists (nothing was written).
+
+    The caller wakes the job worker once its transaction has committed.
+    """
+    memory_id = await memory_store.insert_memory(conn, tenant, memory)
+    if memory_id is None:
+        return None
+    count = await memory_store.insert_chunks(
+        conn,
+        tenant,
+        memory_id,
+        language=language,
+        context=memory.title,
+        contents=contents,
+        embeddings=embeddings,
+    )
+    if relations:
+        await graph.attach_inline_relations(conn, tenant, memory_id, list(relations))
+    job_id = await job_store.enqueue_job(conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)})
+    return StoredMemory(memory_id, count, job_id)
