@@ -18,6 +18,7 @@ from benchmark.metrics import aggregate, per_query
 from benchmark.stats import paired_test, primary_metric, split_metrics, split_of
 from knowmind.ingest.pipeline import passage_text
 from knowmind.recall.base import RecallRequest
+from knowmind.recall.registry import STAGE_NAMES
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
@@ -30,7 +31,7 @@ __all__ = [
     "evaluate_dataset",
 ]
 
-ALL_STAGES = ("bm25", "vector", "graph", "identity")
+ALL_STAGES = STAGE_NAMES
 
 
 @dataclass(frozen=True, slots=True)
