@@ -47,6 +47,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
 SHARPNESS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 DEPTH_FLOORS = (5, 50)
 FOLLOWERS = ((), ("graph",), ("graph", "identity"))
+FOLLOW_EXPONENTS = (1.0, 4.0, 16.0)
 RRF_K = 60
 
 

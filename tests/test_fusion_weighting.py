@@ -108,21 +108,22 @@ def test_convex_fusion_by_hand():
 
 
 def test_fusion_setting_is_validated_at_start_up():
-    assert Settings.from_env({"KNOWMIND_RECALL_FUSION": "convex"}).recall_fusion == "convex"
-    assert Settings.from_env({}).recall_fusion == "weighted-rrf"
+    convex = Settings.from_env({"KNOWMIND_RECALL_FUSION": "convex"})
+    assert convex.recall.recall_fusion == "convex"
+    assert Settings.from_env({}).recall.recall_fusion == "weighted-rrf"
     with pytest.raises(SettingsError, match="RECALL_FUSION"):
         Settings.from_env({"KNOWMIND_RECALL_FUSION": "borda"})
 
 
 def test_a_follower_weighs_relative_to_the_strongest_independent_stage():
     models = {**MODELS, "graph": StageModel(0.0, {}, {})}  # p = 0.5
-    calibration = Calibration(models, 1.0, 5, followers=("graph",))
+    calibration = Calibration(models, 1.0, 5, followers=("graph",), follow_exponent=2.0)
     chosen = stage_weights(
         {"vector": {"margin": 0.07}, "bm25": {"matched_share": 1.0}},
         {"vector": 50, "bm25": 50, "graph": 50},
         calibration,
     )
     lead = max(chosen["vector"], chosen["bm25"], key=lambda w: w.weight)
-    expected = min(1.0, 0.5 / lead.probability) * lead.weight
+    expected = min(1.0, 0.5 / lead.probability) ** 2 * lead.weight
     assert chosen["graph"].weight == pytest.approx(expected)
     assert chosen["graph"].rule.startswith(f"follows {lead.stage}")

@@ -68,6 +68,7 @@ class Calibration:
     # weigh relative to the strongest independent stage: (p / p_lead) × its weight. Their
     # value is what they add to that evidence, not how well they would rank alone.
     followers: tuple[str, ...] = ()
+    follow_exponent: float = 1.0  # (p / p_lead) ** this
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "json") -> Calibration:
@@ -85,6 +86,7 @@ class Calibration:
             int(data.get("depth_floor", 5)),
             str(data.get("source", source)),
             tuple(data.get("followers", ())),
+            float(data.get("follow_exponent", 1.0)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -93,6 +95,7 @@ class Calibration:
             "sharpness": self.sharpness,
             "depth_floor": self.depth_floor,
             "followers": list(self.followers),
+            "follow_exponent": self.follow_exponent,
             "models": {
                 stage: {
                     "bias": m.bias,
@@ -165,11 +168,11 @@ def stage_weights(
             chosen[stage] = StageWeight(stage, 1.0, depth, None, "no calibration: weight 1", own)
         else:
             chosen[stage] = _calibrated(stage, own, depth, model, calibration)
-    return _follow_the_lead(chosen, calibration.followers)
+    return _follow_the_lead(chosen, calibration.followers, calibration.follow_exponent)
 
 
 def _follow_the_lead(
-    chosen: dict[str, StageWeight], followers: tuple[str, ...]
+    chosen: dict[str, StageWeight], followers: tuple[str, ...], exponent: float
 ) -> dict[str, StageWeight]:
     leads = [w for w in chosen.values() if w.stage not in followers and w.probability is not None]
     if not leads:
@@ -179,7 +182,7 @@ def _follow_the_lead(
         w = chosen.get(name)
         if w is None or w.probability is None or lead.probability is None:
             continue
-        ratio = min(1.0, w.probability / lead.probability)
+        ratio = min(1.0, w.probability / lead.probability) ** exponent
         chosen[name] = StageWeight(
             name,
             ratio * lead.weight,
