@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from knowmind.recall.registry import STAGE_NAMES
+
 __all__ = ["write_report"]
 
 METRICS = ("ndcg@10", "recall@1", "recall@5", "recall@10", "mrr@10")
@@ -142,16 +144,14 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             f"{scale['small_tenants']} tenants of {scale['small_tenant_chunks']}; "
             f"vectors: {scale['vectors']}.",
             "",
-            "| run | req/s | end-to-end p50 | p95 | embed p50 | bm25 p50 | vector p50 | "
-            "graph p50 | identity p50 |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| run | req/s | end-to-end p50 | p95 | embed p50 | "
+            + " | ".join(f"{s} p50" for s in STAGE_NAMES)
+            + " |",
+            "|---|---|---|---|---|" + "---|" * len(STAGE_NAMES),
         ]
         for run, data in scale["latency"].items():
             stages = data["stages_ms"]
-            cell = [
-                str(stages.get(s, {}).get("p50", "–"))
-                for s in ("embed", "bm25", "vector", "graph", "identity")
-            ]
+            cell = [str(stages.get(s, {}).get("p50", "–")) for s in ("embed", *STAGE_NAMES)]
             lines.append(
                 f"| {run} | {data['throughput_rps']} | {data['end_to_end_ms']['p50']} | "
                 f"{data['end_to_end_ms']['p95']} | " + " | ".join(cell) + " |"

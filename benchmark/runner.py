@@ -16,13 +16,14 @@ from benchmark.datasets import Dataset
 from benchmark.metrics import aggregate, per_query
 from knowmind.ingest.pipeline import passage_text
 from knowmind.recall.base import RecallRequest
+from knowmind.recall.registry import STAGE_NAMES
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
 
 __all__ = ["PIPELINE_SYSTEMS", "SystemResult", "evaluate_dataset"]
 
-ALL_STAGES = ("bm25", "vector", "graph", "identity")
+ALL_STAGES = STAGE_NAMES
 # name -> the stages it runs (None: all). "filename" and the peers are not pipelines.
 PIPELINE_SYSTEMS: dict[str, tuple[str, ...] | None] = {
     "fulltext": ("bm25",),

@@ -5,21 +5,21 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import structlog
+
 from knowmind.db.engine import Database
 from knowmind.db.migrate import check_embedding_model
 from knowmind.graph.base import GraphReader
-from knowmind.graph.postgres_reader import PostgresGraphReader
+from knowmind.graph.registry import BoltAccess, build_graph_reader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
 from knowmind.models.language import language_detector
-from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
-from knowmind.recall.graph import GraphStage
-from knowmind.recall.identity import IdentityStage
+from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
+from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
-from knowmind.recall.vector import VectorStage
 from knowmind.services.admin import AdminService
 from knowmind.services.documents import DocumentService
 from knowmind.services.erasure import ErasureService
@@ -32,18 +32,20 @@ from knowmind.settings import GraphSettings, RecallSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
+log = structlog.get_logger(__name__)
+CLOSE_TIMEOUT_S = 10.0  # longest wait for background tasks to stop on shutdown
+
 
 def graph_reader(db: Database, settings: GraphSettings) -> GraphReader:
-    if settings.graph_backend == "neo4j":
-        from knowmind.graph.neo4j_reader import Neo4jGraphReader
-
-        assert settings.neo4j_url
-        return Neo4jGraphReader(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
-    return PostgresGraphReader(db)
+    bolt = None
+    if settings.neo4j_url:
+        bolt = BoltAccess(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
+    return build_graph_reader(settings.graph_backend, db, bolt)
 
 
-def lexical_stage(settings: RecallSettings) -> OkapiBM25Stage:
-    options = LexicalOptions(
+def lexical_options(settings: RecallSettings) -> LexicalOptions:
+    """The bm25 stage's options from the recall settings."""
+    return LexicalOptions(
         k1=settings.bm25_k1,
         b=settings.bm25_b,
         postings_budget=settings.bm25_postings_budget,
@@ -51,7 +53,6 @@ def lexical_stage(settings: RecallSettings) -> OkapiBM25Stage:
         compounds=settings.bm25_compounds == "on",
         query_language=settings.bm25_query_language == "on",
     )
-    return OkapiBM25Stage(options, language_detector() if options.query_language else None)
 
 
 def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | None:
@@ -111,6 +112,7 @@ class Runtime:
         )
         executor = EmbeddingExecutor(embedder)
         reader = graph_reader(db, settings.graph)
+        lexical = lexical_options(settings.recall)
         rerank = RerankStep(
             settings.models.reranker,
             settings.models.rerank_candidates,
@@ -119,12 +121,13 @@ class Runtime:
         pipeline = RecallPipeline(
             db,
             executor,
-            [
-                lexical_stage(settings.recall),
-                VectorStage(),
-                GraphStage(reader),
-                IdentityStage(),
-            ],
+            build_stages(
+                StageParts(
+                    graph_reader=reader,
+                    lexical=lexical,
+                    language_detector=language_detector() if lexical.query_language else None,
+                )
+            ),
             rrf_k=settings.recall.rrf_k,
             stage_timeout_s=settings.recall.stage_timeout_seconds,
             default_weights=settings.recall.weights,
@@ -191,7 +194,11 @@ class Runtime:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            # bounded: a task that ignores its cancellation must not hang the shutdown
+            _, stuck = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S)
+            for task in stuck:
+                log.warning("runtime.task_did_not_stop", task=task.get_name())
         if self.mirror is not None:
             await self.mirror.close()
         close_reader = getattr(self.graph_reader, "close", None)

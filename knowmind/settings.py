@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+
+from knowmind.graph.registry import check_graph_backend
+from knowmind.models.factory import check_embedder_spec
+from knowmind.models.rerank import check_reranker_spec
+from knowmind.recall.registry import check_stage_names
 
 __all__ = [
     "DatabaseSettings",
@@ -279,11 +284,9 @@ class Settings:
             )
         if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
-        if graph.graph_backend not in {"postgres", "neo4j"}:
-            raise SettingsError("KNOWMIND_GRAPH_BACKEND must be postgres or neo4j")
+        _check_registered_names(self)
         if graph.graph_backend == "neo4j" and not graph.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
-        _ = self.recall.weights  # parse now: a bad value fails at start-up, not at first recall
         if server.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
         switches = (
@@ -297,6 +300,24 @@ class Settings:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be on or off")
         if self.recall.bm25_k1 < 0 or not 0 <= self.recall.bm25_b <= 1:
             raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
+
+
+def _check_registered_names(settings: Settings) -> None:
+    """Names of stages, the graph backend, the embedder and the reranker must be registered;
+    the stage weights are parsed now, so a bad value fails at start-up, not at the first recall."""
+    checks: list[tuple[str, Callable[[Any], None], Any]] = [
+        ("STAGE_WEIGHTS", check_stage_names, settings.recall.weights),
+        ("GRAPH_BACKEND", check_graph_backend, settings.graph.graph_backend),
+        ("EMBEDDER", check_embedder_spec, settings.models.embedder),
+        ("RERANKER", check_reranker_spec, settings.models.reranker),
+    ]
+    for variable, check, value in checks:
+        try:
+            check(value)
+        except ValueError as exc:
+            message = str(exc)
+            prefix = "" if message.startswith(ENV_PREFIX) else f"{ENV_PREFIX}{variable}: "
+            raise SettingsError(prefix + message) from exc
 
 
 _GROUP_TYPES: dict[str, type[Any]] = {

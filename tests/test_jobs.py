@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
 import uuid
 
 from litestar.testing import AsyncTestClient
@@ -96,3 +98,17 @@ async def test_failing_jobs_back_off_then_fail(db, tenant):
     await worker.run_once()
     final = await state()
     assert (final.status, final.attempts) == ("failed", 2)
+
+
+async def test_worker_stops_when_cancelled_at_any_moment(db):
+    """Shutdown cancels the worker; the cancellation must never be lost, whenever it lands
+    (Python 3.11's wait_for could swallow one racing the poll timeout, and the worker then
+    polled forever)."""
+    rng = random.Random(7)
+    for _ in range(60):
+        worker = JobWorker(db, {}, poll_seconds=0.001)
+        task = asyncio.create_task(worker.run_forever())
+        await asyncio.sleep(rng.uniform(0, 0.02))
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=2)
+        assert done, "the job worker ignored its cancellation"

@@ -13,8 +13,6 @@ from sqlalchemy import text
 
 from knowmind.app import create_app
 from knowmind.graph.neo4j_mirror import Neo4jMirror
-from knowmind.graph.neo4j_reader import Neo4jGraphReader
-from knowmind.graph.postgres_reader import PostgresGraphReader
 from knowmind.workers.mirror import resync_tenant
 from tests.conftest import count_rows, make_tenant
 from tests.graph_server import falkordb  # noqa: F401  (fixture)
@@ -153,62 +151,6 @@ async def test_tenants_never_share_nodes(mirrored, inspector):
         database_=None,
     )
     assert cross.records[0]["n"] == 0
-
-
-async def test_postgres_and_neo4j_backends_agree(mirrored, db, falkordb):  # noqa: F811
-    """The same PPR ranking from both backends on the same graph."""
-    tenant = await make_tenant(mirrored)
-    names = {}
-    for name, cls in [
-        ("Anna", "Person"),
-        ("Acme AG", "Organization"),
-        ("Ben", "Person"),
-        ("Webshop", "Application"),
-        ("box-1", "Container"),
-        ("srv-1", "Host"),
-    ]:
-        created = await mirrored.post(
-            "/v1/entities", json={"name": name, "entity_class": cls}, headers=tenant.write
-        )
-        names[name] = created.json()["id"]
-    for a, p, b in [
-        ("Anna", "WORKS_FOR", "Acme AG"),
-        ("Ben", "WORKS_FOR", "Acme AG"),
-        ("Acme AG", "DEVELOPS", "Webshop"),
-        ("Webshop", "DEPLOYED_TO", "box-1"),
-        ("box-1", "HOSTED_ON", "srv-1"),
-        ("Anna", "KNOWS", "Ben"),
-    ]:
-        await mirrored.post(
-            "/v1/relations",
-            json={"from_id": names[a], "to_id": names[b], "rel_type": p},
-            headers=tenant.write,
-        )
-    for content in ["Anna betreut den Webshop.", "srv-1 steht in Kassel.", "Ben mag Acme AG."]:
-        await mirrored.post(
-            "/v1/memories?wait=true", json={"content": content}, headers=tenant.write
-        )
-    await wait_for_mirror(mirrored)
-    tenant_id = uuid.UUID(tenant.id)
-    seeds = {uuid.UUID(names["Anna"]): 1.0, uuid.UUID(names["srv-1"]): 0.5}
-    neo4j = Neo4jGraphReader(falkordb.bolt_url)
-    try:
-        assert await neo4j.has_gds() is False  # the test server has no GDS: power iteration
-        for hops in (1, 2, 3):
-            pg = await PostgresGraphReader(db).personalized_pagerank(
-                tenant_id, seeds, hops, 0.85, 20
-            )
-            nj = await neo4j.personalized_pagerank(tenant_id, seeds, hops, 0.85, 20)
-            assert pg.memories == nj.memories
-            assert set(pg.scores) == set(nj.scores)
-            for node, score in pg.scores.items():
-                assert nj.scores[node] == pytest.approx(score, abs=1e-6)  # float32 weights
-            ranking = sorted(pg.scores, key=lambda n: (-round(pg.scores[n], 6), str(n)))
-            assert ranking == sorted(nj.scores, key=lambda n: (-round(nj.scores[n], 6), str(n)))
-    finally:
-        await neo4j.close()
-    async with db.owner_tx() as conn:
-        assert await conn.scalar(text("SELECT count(*) FROM graph_outbox")) == 0
 
 
 async def test_erasure_reaches_the_mirror(mirrored, inspector, db):

@@ -30,6 +30,7 @@ from knowmind.contract.limits import (
     TagList,
     Title,
 )
+from knowmind.recall.registry import STAGE_NAMES, StageName
 
 __all__ = [
     "JobOut",
@@ -164,15 +165,14 @@ class RecallFilters(Struct):
     document_id: UUID | None = None
 
 
-StageName = Literal["bm25", "vector", "graph", "identity"]
-
-
 class RecallIn(Struct):
     query: Query
     k: K = K_DEFAULT
     filters: RecallFilters | None = None
     hops: Hops = HOPS_DEFAULT
-    stages: Annotated[list[StageName], Meta(min_length=1, max_length=4)] | None = None
+    stages: Annotated[list[StageName], Meta(min_length=1, max_length=len(STAGE_NAMES))] | None = (
+        None
+    )
     rerank: bool | None = None
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
     explain: bool = False

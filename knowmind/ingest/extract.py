@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
-from knowmind.graph.names import normalise_name
-from knowmind.ingest.gazetteer import find_known_entities
 from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
+from knowmind.linking.gazetteer import find_known_entities
+from knowmind.linking.names import normalise_name
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
+from knowmind.store import memories as memory_store
+from knowmind.store.tenants import tenant_language
 
 __all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "Extraction", "build_recognisers"]
 
@@ -49,16 +50,13 @@ class Extraction:
     async def __call__(self, tenant_id: UUID, payload: dict[str, Any]) -> dict[str, Any]:
         memory_id = UUID(payload["memory_id"])
         async with self.db.tenant_tx(tenant_id) as conn:
-            language = await conn.scalar(
-                text("SELECT language::text FROM tenants WHERE id = :t"), {"t": tenant_id}
+            language = await tenant_language(conn, tenant_id)
+            chunks: list[tuple[UUID | None, str]] = list(
+                await memory_store.chunk_texts(conn, tenant_id, memory_id)
             )
-            chunks = await _chunks(conn, tenant_id, memory_id)
             if not chunks:
                 return {"skipped": "memory no longer exists"}
-            title = await conn.scalar(
-                text("SELECT title FROM memories WHERE tenant_id = :t AND id = :m"),
-                {"t": tenant_id, "m": memory_id},
-            )
+            title = await memory_store.memory_title(conn, tenant_id, memory_id)
             if title:  # the title is scanned too (last: a mention in the text wins)
                 chunks = [*chunks, (None, title)]
             mentions: list[tuple[Any, ...]] = []
@@ -97,17 +95,6 @@ class Extraction:
                         counts["ner"] += 1
             await edge_store.insert_mentions(conn, tenant_id, mentions)
         return counts
-
-
-async def _chunks(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> list[tuple]:
-    rows = await conn.execute(
-        text(
-            "SELECT id, content FROM chunks WHERE tenant_id = :t AND memory_id = :m "
-            "ORDER BY ordinal"
-        ),
-        {"t": tenant_id, "m": memory_id},
-    )
-    return [tuple(r) for r in rows]
 
 
 async def _candidate(conn: AsyncConnection, tenant_id: UUID, span: Any) -> tuple[UUID, int]:

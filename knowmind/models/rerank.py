@@ -7,12 +7,20 @@ reason, ``/v1/capabilities`` shows it, and recalls that wanted reranking say the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["LoadedReranker", "Reranker", "RerankerSpecError", "load_reranker"]
+__all__ = [
+    "RERANKERS",
+    "LoadedReranker",
+    "Reranker",
+    "RerankerSpecError",
+    "check_reranker_spec",
+    "load_reranker",
+    "parse_spec",
+]
 
 
 class Reranker(Protocol):
@@ -59,7 +67,11 @@ class CrossEncoderBackend:
         return [float(s) for s in self._model.predict([(query, p) for p in passages])]
 
 
-_BACKENDS = {"flag": FlagRerankerBackend, "cross-encoder": CrossEncoderBackend}
+# The rerankers by name: ``KNOWMIND_RERANKER`` is ``none`` or ``<backend>:<model>``.
+RERANKERS: dict[str, Callable[[str, int], Reranker]] = {
+    "flag": FlagRerankerBackend,
+    "cross-encoder": CrossEncoderBackend,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +89,17 @@ def parse_spec(spec: str) -> tuple[str, str] | None:
     if spec == "none":
         return None
     backend, _, model = spec.partition(":")
-    if backend not in _BACKENDS or not model:
+    if backend not in RERANKERS or not model:
         raise RerankerSpecError(
             f"KNOWMIND_RERANKER={spec!r}: expected 'none', 'flag:<model>' or "
             "'cross-encoder:<model>'"
         )
     return backend, model
+
+
+def check_reranker_spec(spec: str) -> None:
+    """Raise :class:`RerankerSpecError` unless ``spec`` is ``none`` or a registered reranker."""
+    parse_spec(spec)
 
 
 def _local_model_path(model: str) -> str:
@@ -105,7 +122,7 @@ def load_reranker(spec: str, threads: int = 2) -> LoadedReranker:
     backend, model = parsed
     try:
         path = _local_model_path(model)
-        return LoadedReranker(spec, _BACKENDS[backend](path, threads), None)
+        return LoadedReranker(spec, RERANKERS[backend](path, threads), None)
     except ImportError as exc:
         return LoadedReranker(
             spec, None, f"{backend} backend not installed ({exc.name}); install the 'ml' extra"

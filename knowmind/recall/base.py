@@ -10,7 +10,7 @@ from uuid import UUID
 import numpy as np
 
 from knowmind.db.engine import Database
-from knowmind.graph.matching import MatchedEntity
+from knowmind.linking.matching import MatchedEntity
 from knowmind.store.search import MemoryFilters
 
 __all__ = [

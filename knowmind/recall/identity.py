@@ -19,8 +19,8 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.graph.matching import match_phrase
-from knowmind.graph.names import normalise_name
+from knowmind.linking.matching import match_phrase
+from knowmind.linking.names import normalise_name
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.search import connected_entities, first_chunks, memories_mentioning
 

@@ -13,7 +13,7 @@ from uuid import UUID
 import structlog
 
 from knowmind.db.engine import Database
-from knowmind.graph.matching import MatchedEntity, match_entities
+from knowmind.linking.matching import MatchedEntity, match_entities
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.base import (
     Candidate,

@@ -11,10 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
-from knowmind.graph.names import normalise_name
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.markdown import chunk_markdown
 from knowmind.ingest.pipeline import index_language, passage_text
+from knowmind.linking.names import normalise_name
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation

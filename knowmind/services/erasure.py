@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
@@ -19,7 +18,9 @@ from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService
 from knowmind.store import erasure as erasure_store
 from knowmind.store import memories as memory_store
-from knowmind.store.documents import find_document
+from knowmind.store.documents import delete_document, find_document
+from knowmind.store.outbox import count_outbox_rows, discard_tenant_outbox
+from knowmind.store.tenants import tenant_exists
 
 __all__ = ["ErasureService"]
 
@@ -43,16 +44,13 @@ class ErasureService:
             if await find_document(conn, tenant, document_id=document_id, lock=True) is None:
                 raise NotFoundError(f"document {document_id} not found")
             memory_ids = await memory_store.memory_ids_of_document(conn, tenant, document_id)
-            await conn.execute(
-                text("DELETE FROM documents WHERE tenant_id = :t AND id = :d"),
-                {"t": tenant, "d": document_id},
-            )
+            await delete_document(conn, tenant, document_id)
             return await self._erase(conn, tenant, memory_ids, documents=1)
 
     async def _erase(
         self, conn: AsyncConnection, tenant: UUID, memory_ids: list[UUID], documents: int
     ) -> dict[str, dict[str, int]]:
-        outbox_before = await _outbox_rows(conn, tenant)
+        outbox_before = await count_outbox_rows(conn, tenant)
         counts, touched, predicates = await erasure_store.erase_memories(conn, tenant, memory_ids)
         entities, entity_edges = await erasure_store.erase_orphan_entities(conn, tenant, touched)
         await refresh_derived(conn, tenant, await self.graph.ontology(conn, tenant), predicates)
@@ -64,22 +62,17 @@ class ErasureService:
     async def _mirror(self, conn: AsyncConnection, tenant: UUID, before: int) -> dict[str, int]:
         if not self.mirror_enabled:
             return {}
-        return {"deletions_queued": await _outbox_rows(conn, tenant) - before}
+        return {"deletions_queued": await count_outbox_rows(conn, tenant) - before}
 
     async def erase_tenant(self, tenant_id: UUID) -> dict[str, dict[str, int]]:
         """Server admin: the tenant and everything it owns (tokens included)."""
         async with self.db.owner_tx() as conn:
-            exists = await conn.scalar(
-                text("SELECT count(*) FROM tenants WHERE id = :t"), {"t": tenant_id}
-            )
-            if not exists:
+            if not await tenant_exists(conn, tenant_id):
                 raise NotFoundError(f"tenant {tenant_id} not found")
             before = await erasure_store.tenant_row_counts(conn, tenant_id)
-            await conn.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tenant_id})
+            await erasure_store.delete_tenant(conn, tenant_id)
             if not self.mirror_enabled:  # nothing will ever drain these
-                await conn.execute(
-                    text("DELETE FROM graph_outbox WHERE tenant_id = :t"), {"t": tenant_id}
-                )
+                await discard_tenant_outbox(conn, tenant_id)
             after = await erasure_store.tenant_row_counts(conn, tenant_id)
         erased = {t: before[t] - after[t] for t in before if t != "graph_outbox"}
         erased["tenants"] = 1
@@ -88,11 +81,3 @@ class ErasureService:
             return {"erased": erased, "graph_mirror": {}}
         queued = after["graph_outbox"] - before["graph_outbox"]
         return {"erased": erased, "graph_mirror": {"deletions_queued": queued}}
-
-
-async def _outbox_rows(conn: AsyncConnection, tenant: UUID) -> int:
-    return int(
-        await conn.scalar(
-            text("SELECT count(*) FROM graph_outbox WHERE tenant_id = :t"), {"t": tenant}
-        )
-    )

@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph import postgres as graph
-from knowmind.graph.names import normalise_name
 from knowmind.graph.ontology import Ontology, Predicate
+from knowmind.linking.names import normalise_name
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store

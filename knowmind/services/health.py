@@ -11,8 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
-
 from knowmind.db.engine import Database
 from knowmind.db.migrate import head_revision, revision_of
 from knowmind.graph.base import GraphReader
@@ -22,7 +20,7 @@ from knowmind.recall.pipeline import RecallPipeline
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
-from knowmind.store.stats import tenant_stats
+from knowmind.store.stats import ping, tenant_stats
 from knowmind.workers.mirror import MirrorDrainer
 
 __all__ = ["HealthService", "HostFacts"]
@@ -110,7 +108,7 @@ class HealthService:
         checks: dict[str, str] = {}
         try:
             async with self.db.app.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+                await ping(conn)
             checks["database"] = "ok"
         except Exception as exc:
             checks["database"] = f"unreachable: {type(exc).__name__}"

@@ -9,7 +9,13 @@ import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["DocumentRow", "find_document", "insert_document", "update_document"]
+__all__ = [
+    "DocumentRow",
+    "delete_document",
+    "find_document",
+    "insert_document",
+    "update_document",
+]
 
 _COLUMNS = "id, title, source, content_sha256, version, created_at, updated_at"
 
@@ -89,4 +95,12 @@ async def update_document(
             "source": source,
             "sha": sha256,
         },
+    )
+
+
+async def delete_document(conn: AsyncConnection, tenant_id: UUID, document_id: UUID) -> None:
+    """The document row only; its memories are erased separately (``store.erasure``)."""
+    await conn.execute(
+        text("DELETE FROM documents WHERE tenant_id = :t AND id = :d"),
+        {"t": tenant_id, "d": document_id},
     )

@@ -7,7 +7,13 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["TENANT_TABLES", "erase_memories", "erase_orphan_entities", "tenant_row_counts"]
+__all__ = [
+    "TENANT_TABLES",
+    "delete_tenant",
+    "erase_memories",
+    "erase_orphan_entities",
+    "tenant_row_counts",
+]
 
 # Every table that holds tenant data, in an order that respects foreign keys on delete.
 TENANT_TABLES = (
@@ -135,3 +141,8 @@ async def tenant_row_counts(conn: AsyncConnection, tenant_id: UUID) -> dict[str,
             )
         )
     return counts
+
+
+async def delete_tenant(conn: AsyncConnection, tenant_id: UUID) -> None:
+    """The tenant row; its data goes with it (foreign keys ``ON DELETE CASCADE``)."""
+    await conn.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tenant_id})

@@ -18,12 +18,14 @@ from knowmind.store.rows import MemoryRow
 
 __all__ = [
     "NewMemory",
+    "chunk_texts",
     "delete_memory",
     "find_by_sha",
     "get_memory",
     "insert_chunks",
     "insert_memory",
     "list_memories",
+    "memory_title",
 ]
 
 _MEMORY_COLUMNS = (
@@ -195,3 +197,25 @@ async def memory_ids_of_document(
         {"t": tenant_id, "d": document_id},
     )
     return list(rows.scalars())
+
+
+async def memory_title(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> str | None:
+    title = await conn.scalar(
+        text("SELECT title FROM memories WHERE tenant_id = :t AND id = :m"),
+        {"t": tenant_id, "m": memory_id},
+    )
+    return None if title is None else str(title)
+
+
+async def chunk_texts(
+    conn: AsyncConnection, tenant_id: UUID, memory_id: UUID
+) -> list[tuple[UUID, str]]:
+    """(chunk id, content) of a memory's chunks in order."""
+    rows = await conn.execute(
+        text(
+            "SELECT id, content FROM chunks WHERE tenant_id = :t AND memory_id = :m "
+            "ORDER BY ordinal"
+        ),
+        {"t": tenant_id, "m": memory_id},
+    )
+    return [(r.id, r.content) for r in rows]

@@ -7,7 +7,7 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["tenant_stats"]
+__all__ = ["ping", "tenant_stats"]
 
 
 async def tenant_stats(conn: AsyncConnection, tenant_id: UUID) -> dict[str, int]:
@@ -32,3 +32,8 @@ async def tenant_stats(conn: AsyncConnection, tenant_id: UUID) -> dict[str, int]
         )
     ).one()
     return {key: int(value) for key, value in row._mapping.items()}
+
+
+async def ping(conn: AsyncConnection) -> None:
+    """Raises when the database does not answer."""
+    await conn.execute(text("SELECT 1"))

@@ -10,7 +10,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.rows import TenantRow
 
-__all__ = ["DuplicateTenantError", "create_tenant", "get_tenant", "language_exists", "list_tenants"]
+__all__ = [
+    "DuplicateTenantError",
+    "create_tenant",
+    "get_tenant",
+    "language_exists",
+    "list_tenants",
+    "tenant_exists",
+    "tenant_language",
+]
 
 _COLUMNS = "id, name, language::text AS language, embedding_model, embedding_dim, created_at"
 
@@ -64,3 +72,17 @@ async def get_tenant(conn: AsyncConnection, tenant_id: UUID) -> TenantRow | None
         )
     ).one_or_none()
     return TenantRow(**row._mapping) if row else None
+
+
+async def tenant_exists(conn: AsyncConnection, tenant_id: UUID) -> bool:
+    return bool(
+        await conn.scalar(text("SELECT count(*) FROM tenants WHERE id = :t"), {"t": tenant_id})
+    )
+
+
+async def tenant_language(conn: AsyncConnection, tenant_id: UUID) -> str | None:
+    """The tenant's full-text configuration name (also readable inside a tenant transaction)."""
+    language = await conn.scalar(
+        text("SELECT language::text FROM tenants WHERE id = :t"), {"t": tenant_id}
+    )
+    return None if language is None else str(language)

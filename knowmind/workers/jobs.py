@@ -52,8 +52,12 @@ class JobWorker:
                 processed = 0
             if processed == 0:
                 self._wake.clear()
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
+                # cancellation that shuts the worker down when it races the poll timeout,
+                # and the worker then polls forever (seen as a hung Runtime.close()).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
+                    async with asyncio.timeout(self.poll_seconds):
+                        await self._wake.wait()
 
     async def run_once(self) -> int:
         async with self.db.owner_tx() as conn:

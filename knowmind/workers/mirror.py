@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 import structlog
-from sqlalchemy import text
 
 from knowmind.db.engine import Database
 from knowmind.graph.changes import GraphChange
@@ -115,31 +114,9 @@ async def resync_tenant(db: Database, mirror: Neo4jMirror, tenant_id: UUID) -> d
     async with db.owner_tx() as conn:
         changes = [
             GraphChange(tenant_id, op, payload)
-            for op, payload in (await conn.execute(text(_RESYNC_SQL), {"t": tenant_id})).all()
+            for op, payload in await outbox_store.resync_changes(conn, tenant_id)
         ]
     for start in range(0, len(changes), 500):
         await mirror.apply(changes[start : start + 500])
     nodes = sum(1 for c in changes if c.op == "upsert_node")
     return {"nodes": nodes, "edges": len(changes) - nodes}
-
-
-# Nodes first, then edges and mentions: the order a fresh mirror is built in.
-_RESYNC_SQL = """
-SELECT op, payload FROM (
-  SELECT 1 AS step, 'upsert_node' AS op, jsonb_build_object('id', id, 'kind', 'entity',
-    'name', left(name, 100), 'entity_class', entity_class) AS payload
-    FROM entities WHERE tenant_id = :t
-  UNION ALL
-  SELECT 1, 'upsert_node', jsonb_build_object('id', id, 'kind', 'memory',
-    'name', left(coalesce(title, content), 100), 'entity_class', NULL)
-    FROM memories WHERE tenant_id = :t
-  UNION ALL
-  SELECT 2, 'upsert_edge', jsonb_build_object('id', id, 'from_id', from_id, 'to_id', to_id,
-    'predicate', predicate, 'confidence', confidence, 'derived', derived)
-    FROM edges WHERE tenant_id = :t
-  UNION ALL
-  SELECT 2, 'upsert_edge', jsonb_build_object('id', id, 'from_id', memory_id,
-    'to_id', entity_id, 'predicate', 'MENTIONS', 'confidence', confidence, 'derived', false)
-    FROM mentions WHERE tenant_id = :t
-) AS changes ORDER BY step
-"""

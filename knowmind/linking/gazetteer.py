@@ -14,7 +14,7 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.graph.names import tokens
+from knowmind.linking.names import tokens
 from knowmind.store.entities import lookup_names
 
 __all__ = ["MAX_NGRAM", "GazetteerHit", "find_known_entities", "ngrams"]

@@ -9,8 +9,8 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.graph.names import normalise_name
-from knowmind.ingest.gazetteer import ngrams
+from knowmind.linking.gazetteer import ngrams
+from knowmind.linking.names import normalise_name
 from knowmind.store.entities import get_entity, lookup_names, search_entities
 
 __all__ = ["MatchedEntity", "match_entities", "match_phrase"]

@@ -1,0 +1,69 @@
+"""The recall stages by name: the names are defined here once, and each name maps to a factory
+that builds its stage from the parts it needs.
+
+A new stage: write its module (a class with ``name`` and ``search``), add its name to
+``StageName`` and its factory to ``STAGES``; the API schema, the settings check and the
+benchmark pick the name up from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from knowmind.graph.base import GraphReader
+from knowmind.models.language import LanguageDetector
+from knowmind.recall.base import RecallStage
+from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
+from knowmind.recall.graph import GraphStage
+from knowmind.recall.identity import IdentityStage
+from knowmind.recall.vector import VectorStage
+
+__all__ = [
+    "STAGES",
+    "STAGE_NAMES",
+    "StageName",
+    "StageParts",
+    "UnknownStageError",
+    "build_stages",
+    "check_stage_names",
+]
+
+StageName = Literal["bm25", "vector", "graph", "identity"]
+STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
+
+
+@dataclass(frozen=True, slots=True)
+class StageParts:
+    """What the stage factories may draw on."""
+
+    graph_reader: GraphReader
+    lexical: LexicalOptions = field(default_factory=LexicalOptions)
+    language_detector: LanguageDetector | None = None  # None: no question-language analysis
+
+
+StageFactory = Callable[[StageParts], RecallStage]
+
+STAGES: dict[StageName, StageFactory] = {
+    "bm25": lambda parts: OkapiBM25Stage(parts.lexical, parts.language_detector),
+    "vector": lambda parts: VectorStage(),
+    "graph": lambda parts: GraphStage(parts.graph_reader),
+    "identity": lambda parts: IdentityStage(),
+}
+
+
+class UnknownStageError(ValueError):
+    """A stage name that is not in the registry."""
+
+
+def check_stage_names(names: Iterable[str]) -> None:
+    """Raise :class:`UnknownStageError` naming every unknown stage."""
+    unknown = sorted(set(names) - set(STAGE_NAMES))
+    if unknown:
+        raise UnknownStageError(f"unknown recall stage(s) {unknown}; known: {list(STAGE_NAMES)}")
+
+
+def build_stages(parts: StageParts, names: Sequence[StageName] = STAGE_NAMES) -> list[RecallStage]:
+    """The stages ``names`` (all by default), in that order."""
+    return [STAGES[name](parts) for name in names]
