@@ -43,8 +43,9 @@ def graph_reader(db: Database, settings: GraphSettings) -> GraphReader:
     return build_graph_reader(settings.graph_backend, db, bolt)
 
 
-def stage_parts(reader: GraphReader, settings: RecallSettings) -> StageParts:
-    options = LexicalOptions(
+def lexical_options(settings: RecallSettings) -> LexicalOptions:
+    """The bm25 stage's options from the recall settings."""
+    return LexicalOptions(
         k1=settings.bm25_k1,
         b=settings.bm25_b,
         postings_budget=settings.bm25_postings_budget,
@@ -52,8 +53,6 @@ def stage_parts(reader: GraphReader, settings: RecallSettings) -> StageParts:
         compounds=settings.bm25_compounds == "on",
         query_language=settings.bm25_query_language == "on",
     )
-    detector = language_detector() if options.query_language else None
-    return StageParts(graph_reader=reader, lexical=options, language_detector=detector)
 
 
 def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | None:
@@ -113,6 +112,7 @@ class Runtime:
         )
         executor = EmbeddingExecutor(embedder)
         reader = graph_reader(db, settings.graph)
+        lexical = lexical_options(settings.recall)
         rerank = RerankStep(
             settings.models.reranker,
             settings.models.rerank_candidates,
@@ -121,7 +121,13 @@ class Runtime:
         pipeline = RecallPipeline(
             db,
             executor,
-            build_stages(stage_parts(reader, settings.recall)),
+            build_stages(
+                StageParts(
+                    graph_reader=reader,
+                    lexical=lexical,
+                    language_detector=language_detector() if lexical.query_language else None,
+                )
+            ),
             rrf_k=settings.recall.rrf_k,
             stage_timeout_s=settings.recall.stage_timeout_seconds,
             default_weights=settings.recall.weights,

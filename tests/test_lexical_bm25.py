@@ -276,7 +276,13 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
 async def stage_search(db, tenant_id, question, options=None):
     stage = OkapiBM25Stage(options or LexicalOptions(), language_detector())
     ctx = StageContext(db=db, query_embedding=None, query_entities=None, results_of=None)
-    query = RecallRequest(question, tenant_id, "german", MemoryFilters(), candidates=10)
+    query = RecallRequest(
+        text=question,
+        tenant_id=tenant_id,
+        language="german",
+        filters=MemoryFilters(),
+        candidates=10,
+    )
     return await stage.search(query, ctx), ctx
 
 

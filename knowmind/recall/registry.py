@@ -40,7 +40,7 @@ class StageParts:
 
     graph_reader: GraphReader
     lexical: LexicalOptions = field(default_factory=LexicalOptions)
-    language_detector: LanguageDetector | None = None  # the bm25 stage's query language
+    language_detector: LanguageDetector | None = None  # None: no question-language analysis
 
 
 StageFactory = Callable[[StageParts], RecallStage]
