@@ -223,21 +223,20 @@ def macro(scores: Mapping[str, Mapping[str, float]], split: str) -> float:
     return mean(s[split] for s in scores.values() if not math.isnan(s[split]))
 
 
-def fit(dump: Mapping[str, Any]) -> tuple[Calibration, list[tuple[float, int, float]]]:
+def fit(dump: Mapping[str, Any]) -> tuple[Calibration, list[tuple[Any, ...]]]:
     models = fit_models(dump)
     names = ", ".join(d["dataset"] for d in dump["datasets"])
-    grid = []
+    grid: list[tuple[Any, ...]] = []
     for sharpness in SHARPNESS:
         for floor in DEPTH_FLOORS:
-            calibration = Calibration(models, sharpness, floor)
-            grid.append(
-                (macro(evaluate(dump, "weighted-rrf", calibration), "dev"), sharpness, floor)
-            )
+            for followers in FOLLOWERS:
+                for exponent in FOLLOW_EXPONENTS if followers else (1.0,):
+                    calibration = Calibration(models, sharpness, floor, "", followers, exponent)
+                    score = macro(evaluate(dump, "weighted-rrf", calibration), "dev")
+                    grid.append((score, sharpness, floor, followers, exponent))
     best = max(grid, key=lambda g: (g[0], -abs(g[1] - 1)))
-    calibration = Calibration(
-        models, best[1], best[2], f"benchmark dev split ({names}); python -m benchmark.calibrate"
-    )
-    return calibration, grid
+    source = f"benchmark dev split ({names}); python -m benchmark.calibrate"
+    return Calibration(models, best[1], best[2], source, best[3], best[4]), grid
 
 
 def table(dump: Mapping[str, Any], calibration: Calibration) -> str:
@@ -298,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dump = json.loads(args.dump.read_text())
     calibration, grid = fit(dump)
     best = max(grid)
-    print(f"grid best: dev macro {best[0]:.4f}: sharpness, depth floor, followers {best[1:]}")
+    print(f"grid best: dev macro {best[0]:.4f} (sharpness, floor, followers, exponent) {best[1:]}")
     for row in sorted(grid, reverse=True)[:8]:
         print(f"  {row[0]:.4f} {row[1:]}")
     print(json.dumps(calibration.to_json(), indent=1))
