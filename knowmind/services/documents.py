@@ -13,7 +13,7 @@ from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.markdown import chunk_markdown
-from knowmind.ingest.pipeline import passage_text
+from knowmind.ingest.pipeline import index_language, passage_text
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
@@ -67,6 +67,7 @@ class DocumentService:
     ) -> None:
         self.db, self.embedder, self.ingest, self.graph = db, embedder, ingest, graph
         self.on_job_enqueued = on_job_enqueued
+        self._detect_language = ingest.bm25_memory_language == "on"
 
     async def upload(self, who: Principal, draft: DocumentDraft) -> DocumentResult:
         """Store a document; a document with the same title (or ``replace_document_id``) is
@@ -98,7 +99,7 @@ class DocumentService:
                     sha256=sha,
                     document_id=document_id,
                 ),
-                language=who.language,
+                language=index_language(who.language, draft.content, self._detect_language),
                 contents=contents,
                 embeddings=embeddings,
                 graph=self.graph,

@@ -22,6 +22,7 @@ from knowmind.ingest.ner import SPACY_MODEL, spacy_recogniser
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
+from knowmind.recall.weighting import default_calibration
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
@@ -194,9 +195,10 @@ class HealthService:
             },
             "stages": list(self.pipeline.stages),
             "fusion": {
-                "method": "rrf",
+                "method": self.pipeline.fusion,
                 "k": self.pipeline.rrf_k,
                 "weights": self.pipeline.default_weights,
+                "calibration": (self.pipeline.calibration or default_calibration()).source,
             },
         }
 

@@ -13,7 +13,7 @@ from uuid import UUID
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
-from knowmind.ingest.pipeline import prepare_chunks
+from knowmind.ingest.pipeline import index_language, prepare_chunks
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
@@ -65,6 +65,7 @@ class MemoryService:
         self.ingest = ingest
         self.graph = graph
         self.on_job_enqueued = on_job_enqueued
+        self._detect_language = ingest.bm25_memory_language == "on"
 
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
@@ -95,7 +96,7 @@ class MemoryService:
                 conn,
                 tenant,
                 values,
-                language=who.language,
+                language=index_language(who.language, draft.content, self._detect_language),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,
@@ -158,7 +159,7 @@ class MemoryService:
                     sha256=content_sha256(new_content),
                     document_id=old.document_id,
                 ),
-                language=who.language,
+                language=index_language(who.language, new_content, self._detect_language),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,
