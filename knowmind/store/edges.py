@@ -10,6 +10,8 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import maybe_id, one_id
+
 __all__ = [
     "delete_edge_pair",
     "delete_node_edges",
@@ -72,7 +74,8 @@ async def insert_edge(
         "props": properties or {},
         "d": derived,
     }
-    edge_id = await conn.scalar(
+    edge_id = await maybe_id(
+        conn,
         text(
             "INSERT INTO edges AS e (tenant_id, from_id, from_kind, to_id, to_kind, predicate, "
             "confidence, properties, derived) VALUES (:t, :f, :fk, :to, :tk, :p, :c, "
@@ -83,7 +86,8 @@ async def insert_edge(
         {**params, "props": json.dumps(params["props"])},
     )
     if edge_id is None:
-        edge_id = await conn.scalar(
+        edge_id = await one_id(
+            conn,
             text(
                 "SELECT id FROM edges WHERE tenant_id = :t AND from_id = :f AND predicate = :p "
                 "AND to_id = :to"
@@ -251,7 +255,7 @@ async def neighbour_links(
         ),
         {"t": tenant_id, "f": list(frontier)},
     )
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 async def mentioned_entities(
@@ -265,4 +269,4 @@ async def mentioned_entities(
         ),
         {"t": tenant_id, "m": list(memory_ids)},
     )
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]

@@ -9,6 +9,8 @@ import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import maybe_id
+
 __all__ = [
     "EntityRow",
     "find_entities_by_norm",
@@ -93,7 +95,8 @@ async def insert_entity_if_missing(
     confidence: float,
 ) -> UUID:
     """Find-or-create without touching an existing entity (no needless row versions)."""
-    existing = await conn.scalar(
+    existing = await maybe_id(
+        conn,
         text(
             "SELECT id FROM entities WHERE tenant_id = :t AND norm_name = :n AND entity_class = :c"
         ),

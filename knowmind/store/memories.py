@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.rows import MemoryRow
+from knowmind.store.scalars import maybe_id
 
 __all__ = [
     "NewMemory",
@@ -50,7 +51,8 @@ class NewMemory:
 
 
 async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> UUID | None:
-    return await conn.scalar(
+    return await maybe_id(
+        conn,
         text(
             "SELECT id FROM memories WHERE tenant_id = :tenant AND content_sha256 = :sha "
             "AND document_id IS NULL AND superseded_at IS NULL"
@@ -71,7 +73,8 @@ _INSERT_MEMORY = text(
 
 async def insert_memory(conn: AsyncConnection, tenant_id: UUID, memory: NewMemory) -> UUID | None:
     """The new id, or None when a sha-identical memory already exists (a concurrent insert)."""
-    return await conn.scalar(
+    return await maybe_id(
+        conn,
         _INSERT_MEMORY,
         {
             "tenant": tenant_id,
