@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.pipeline import prepare_chunks
-from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.graph import GraphService, InlineRelation
-from knowmind.services.recipe import insert_memory
-from knowmind.settings import IngestSettings
+from knowmind.services.graph import InlineRelation
+from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import memories as memory_store
 from knowmind.store.rows import MemoryRow
 
@@ -51,21 +47,7 @@ def content_sha256(content: str) -> bytes:
     return hashlib.sha256(content.encode()).digest()
 
 
-class MemoryService:
-    def __init__(
-        self,
-        db: Database,
-        embedder: EmbeddingExecutor,
-        ingest: IngestSettings,
-        graph: GraphService,
-        on_job_enqueued: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.db = db
-        self.embedder = embedder
-        self.ingest = ingest
-        self.graph = graph
-        self.on_job_enqueued = on_job_enqueued
-
+class MemoryService(MemoryWriter):
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
         _check_draft(draft)
