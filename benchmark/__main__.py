@@ -12,13 +12,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from benchmark.cache import CachingEmbedder
 from benchmark.datasets import DATASETS, load
 from benchmark.report import write_report
-from benchmark.runner import PIPELINE_SYSTEMS, evaluate_dataset
+from benchmark.runner import PIPELINE_SYSTEMS, evaluate_dataset, ingested_tenant
 from benchmark.scale import run_scale
 from knowmind import __version__
 from knowmind.db.embedded import EmbeddedPostgres
@@ -29,7 +31,7 @@ from knowmind.runtime import Runtime
 from knowmind.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK_DATASETS = ["xquad-de", "xquad-en-de", "musique", "dbpedia"]
+QUICK_DATASETS = ["xquad-de", "xquad-de-typo", "xquad-en-de", "musique", "dbpedia"]
 PEERS = ["txtai-bb25", "lancedb-hybrid"]
 SYSTEMS = [
     "fulltext",
@@ -39,6 +41,35 @@ SYSTEMS = [
     *PIPELINE_SYSTEMS.keys() - {"fulltext", "vector", "hybrid"},
     *PEERS,
 ]
+
+
+def default_cache() -> Path:
+    home = os.environ.get("KNOWMIND_BENCH_CACHE", Path.home() / ".cache" / "knowmind-bench")
+    return Path(home) / "embeddings.sqlite"
+
+
+@asynccontextmanager
+async def start_runtime(args: argparse.Namespace) -> AsyncIterator[Runtime]:
+    """A runtime on a fresh embedded PostgreSQL in ``args.tmp`` (or KNOWMIND_DATABASE_URL),
+    embedding through the cache, workers running (extraction at ingest), no reranker."""
+    base = Settings.from_env()
+    server = None if base.database.database_url else EmbeddedPostgres(args.tmp / "pgdata")
+    url = base.database.database_url or server.start()  # type: ignore[union-attr]
+    try:
+        inner = build_embedder(base.models.embedder, base.models.embed_threads)
+        await asyncio.to_thread(upgrade, url, inner.model_id, inner.dim)
+        settings = base.with_overrides(
+            database_url=url, data_dir=args.tmp, job_poll_seconds=0.2, reranker="none"
+        )
+        runtime = await Runtime.start(settings, CachingEmbedder(inner, args.cache))
+        runtime.start_workers()
+        try:
+            yield runtime
+        finally:
+            await runtime.close()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,14 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "datasets")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path(
-            os.environ.get("KNOWMIND_BENCH_CACHE", Path.home() / ".cache" / "knowmind-bench")
-        )
-        / "embeddings.sqlite",
-    )
+    parser.add_argument("--cache", type=Path, default=default_cache())
     parser.add_argument(
         "--scale-chunks",
         type=int,
@@ -144,10 +168,17 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         while runtime.recall.pipeline.rerank.status().loading:
             await asyncio.sleep(0.2)
         capabilities = await _capabilities(runtime)
+        variants = await _variant_runtimes(settings, embedder, systems)
         results = []
+        tenants: dict[str, Any] = {}  # a typo set is searched in its clean set's tenant
         for name in datasets:
             dataset = load(name, args.data_dir, quick_mode=args.quick)
-            results.append(await evaluate_dataset(runtime, dataset, systems, peers))
+            base = name.removesuffix("-typo")
+            if base not in tenants:
+                tenants[base] = await ingested_tenant(runtime, dataset)
+            results.append(
+                await evaluate_dataset(runtime, dataset, systems, peers, tenants[base], variants)
+            )
             print(f"{name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
         scale_chunks = (
             args.scale_chunks
@@ -156,6 +187,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         )
         scale = await run_scale(runtime, scale_chunks) if scale_chunks else None
     finally:
+        for variant in variants.values():
+            if not isinstance(variant, str):
+                await variant.close()
         await runtime.close()
     return {
         "command": "python -m benchmark " + " ".join(sys.argv[1:]),
@@ -167,6 +201,25 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         "datasets": results,
         "scale": scale,
     }
+
+
+async def _variant_runtimes(
+    settings: Settings, embedder: Any, systems: list[str]
+) -> dict[str, Runtime | str]:
+    """A runtime per settings ablation, on the same database and embedder (no workers: it
+    only recalls); or why none was built (a setting this version does not have)."""
+    variants: dict[str, Runtime | str] = {}
+    for name in systems:
+        spec = PIPELINE_SYSTEMS.get(name)
+        if spec is None or not spec.settings:
+            continue
+        try:
+            variant = settings.with_overrides(**dict(spec.settings), reranker="none")
+        except TypeError as exc:  # a setting this version does not have
+            variants[name] = str(exc)
+            continue
+        variants[name] = await Runtime.start(variant, embedder)
+    return variants
 
 
 def _peers() -> dict[str, Any]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["DATASETS", "Dataset", "Doc", "Query", "Source", "load"]
+__all__ = ["DATASETS", "Dataset", "Doc", "Query", "Source", "load", "with_typo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +170,52 @@ def _dbpedia(data_dir: Path) -> Dataset:
     return Dataset("dbpedia", "english", docs, queries, qrels, True, sources)
 
 
+# Short function words are never the word a typo goes into.
+_FUNCTION_WORDS = frozenset((
+    "welche", "welcher", "welches", "wurde", "wurden", "werden", "zwischen", "während",
+    "nachdem", "gegenüber", "which", "where", "whose", "whom", "there", "their", "about",
+    "after", "before", "during", "between", "through",
+))  # fmt: skip
+_WORD = re.compile(r"[^\W\d_]+")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def with_typo(query_id: str, text: str) -> str:
+    """One edit (deletion, insertion, substitution or adjacent transposition, chosen by an RNG
+    seeded with the query id) in the longest content word of the question (the first of equal
+    length); the edit always changes the word."""
+    words = [m for m in _WORD.finditer(text) if m.group().lower() not in _FUNCTION_WORDS]
+    if not words:
+        return text
+    target = max(words, key=lambda m: len(m.group()))
+    word = target.group()
+    rng = random.Random(hashlib.sha1(query_id.encode()).hexdigest())
+    edited = word
+    while edited == word:
+        op = rng.choice(("delete", "insert", "substitute", "transpose"))
+        i = rng.randrange(len(word))
+        if op == "delete" and len(word) > 1:
+            edited = word[:i] + word[i + 1 :]
+        elif op == "insert":
+            edited = word[:i] + rng.choice(_LETTERS) + word[i:]
+        elif op == "substitute":
+            edited = word[:i] + rng.choice(_LETTERS) + word[i + 1 :]
+        elif op == "transpose" and i + 1 < len(word):
+            edited = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    return text[: target.start()] + edited + text[target.end() :]
+
+
+def _typo_set(data_dir: Path, base: str) -> Dataset:
+    """The questions of ``base`` with one typo each; same paragraphs and judgements."""
+    clean = DATASETS[base](data_dir)
+    clean.name = f"{base}-typo"
+    clean.queries = [Query(q.id, with_typo(q.id, q.text)) for q in clean.queries]
+    return clean
+
+
 DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "xquad-de": lambda d: _xquad_set(d, "xquad-de", "de", ("de",)),
+    "xquad-de-typo": lambda d: _typo_set(d, "xquad-de"),
     "xquad-en": lambda d: _xquad_set(d, "xquad-en", "en", ("en",)),
     "xquad-en-de": lambda d: _xquad_set(d, "xquad-en-de", "en", ("de",)),
     "xquad-mixed": _xquad_mixed,

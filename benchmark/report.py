@@ -19,16 +19,117 @@ REFERENCE = {
 REFERENCE_MUSIQUE_R5 = {"vector": 0.617, "txtai-bb25": 0.619}
 
 
-def _table(dataset: dict[str, Any]) -> list[str]:
+SUMMARY_SYSTEMS = (
+    "fulltext", "vector", "hybrid", "knowmind", "knowmind-rrf", "knowmind-convex",
+    "knowmind-no-bm25", "knowmind-no-vector", "knowmind-no-graph", "knowmind-no-identity",
+    "knowmind-no-typo", "knowmind-no-compounds", "knowmind-no-query-language",
+    "txtai-bb25", "lancedb-hybrid",
+)  # fmt: skip
+
+
+def _split_value(result: dict[str, Any], part: str, metric: str) -> str:
+    value = result.get("splits", {}).get(part, {}).get(metric)
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _summary(results: dict[str, Any]) -> list[str]:
+    """One row per dataset: each system's primary metric on the test split (dev in brackets)."""
+    datasets = results["datasets"]
+    present = [
+        s for s in SUMMARY_SYSTEMS if any(d["systems"].get(s, {}).get("metrics") for d in datasets)
+    ]
     lines = [
-        "| system | " + " | ".join(METRICS) + " | p50 ms | p95 ms | notes |",
-        "|---|" + "---|" * (len(METRICS) + 3),
+        "## Summary: test split (dev split in brackets)",
+        "",
+        "Primary metric: nDCG@10, MuSiQue recall@5. Fusion is calibrated on the dev split only.",
+        "",
+        "| dataset | " + " | ".join(present) + " |",
+        "|---|" + "---|" * len(present),
+    ]
+    for d in datasets:
+        metric = d.get("primary_metric", "ndcg@10")
+        cells = []
+        for system in present:
+            result = d["systems"].get(system)
+            if not result or not result.get("metrics"):
+                cells.append("–")
+                continue
+            cells.append(
+                f"{_split_value(result, 'test', metric)} ({_split_value(result, 'dev', metric)})"
+            )
+        lines.append(f"| {d['dataset']} ({metric}) | " + " | ".join(cells) + " |")
+    return [*lines, "", *_typo_share(datasets), *_significance_table(datasets)]
+
+
+def _typo_share(datasets: list[dict[str, Any]]) -> list[str]:
+    by_name = {d["dataset"]: d for d in datasets}
+    lines = []
+    for name, d in by_name.items():
+        clean = by_name.get(name.removesuffix("-typo")) if name.endswith("-typo") else None
+        if clean is None:
+            continue
+        cells = []
+        for system in ("fulltext", "vector", "knowmind"):
+            typo = d["systems"].get(system, {}).get("splits", {})
+            base = clean["systems"].get(system, {}).get("splits", {})
+            parts = []
+            for part in ("test", "dev"):
+                t, c = typo.get(part, {}).get("ndcg@10"), base.get(part, {}).get("ndcg@10")
+                if t is not None and c:
+                    parts.append(f"{part} {t:.3f}/{c:.3f} = {100 * t / c:.1f} %")
+            if parts:
+                cells.append(f"{system}: " + ", ".join(parts))
+        lines += [
+            f"Typo set {name}: nDCG@10 with one typo per question as a share of clean — "
+            + "; ".join(cells)
+            + " (target for the bm25 stage: ≥ 90 %).",
+            "",
+        ]
+    return lines
+
+
+def _significance_table(datasets: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "Paired randomisation test (sign flips, 20,000 rounds, fixed seed) of knowmind against "
+        "the vector stage and the best peer, per split: mean difference, two-sided p, and "
+        "per-query wins/losses/ties of knowmind.",
+        "",
+        "| dataset | rival | test Δ | test p | test W/L/T | dev Δ | dev p | dev W/L/T |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in datasets:
+        for label, test in d.get("significance", {}).items():
+            if label == "metric":
+                continue
+            cells = []
+            for part in ("test", "dev"):
+                r = test.get(part, {})
+                if not r.get("queries"):
+                    cells += ["–", "–", "–"]
+                    continue
+                cells += [
+                    f"{r['diff']:+.4f}",
+                    f"{r['p_value']:.4f}",
+                    f"{r['wins']}/{r['losses']}/{r['ties']}",
+                ]
+            lines.append(f"| {d['dataset']} | {test['system']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _table(dataset: dict[str, Any]) -> list[str]:
+    metric = dataset.get("primary_metric", "ndcg@10")
+    lines = [
+        "| system | "
+        + " | ".join(METRICS)
+        + f" | dev {metric} | test {metric} | p50 ms | p95 ms | notes |",
+        "|---|" + "---|" * (len(METRICS) + 5),
     ]
     ranked = sorted(dataset["systems"].items(), key=lambda kv: -kv[1]["metrics"].get("ndcg@10", -1))
     for name, result in ranked:
         metrics = result["metrics"]
         latency = result["latency_ms"].get("total") or result["latency_ms"].get("search") or {}
         cells = [f"{metrics[m]:.3f}" if m in metrics else "–" for m in METRICS]
+        cells += [_split_value(result, part, metric) for part in ("dev", "test")]
         notes = "; ".join(result["notes"])[:120]
         lines.append(
             f"| {name} | "
@@ -120,7 +221,9 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         "All systems use the same embeddings (cached by text hash). knowmind systems and the "
         "baselines run through the real recall pipeline with a subset of its stages; `filename` "
         "ranks by trigram similarity of titles; peers index the same texts and vectors.",
+        "Queries are split by sha1(dataset:query id): one in three is dev, the rest test.",
         "",
+        *_summary(results),
     ]
     for dataset in results["datasets"]:
         ingest = dataset["ingest"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from statistics import quantiles
+from statistics import mean, quantiles
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from tqdm import tqdm
 
 from benchmark.datasets import Dataset
 from benchmark.metrics import aggregate, per_query
+from benchmark.stats import paired_test, primary_metric, split_metrics, split_of
 from knowmind.ingest.pipeline import passage_text
 from knowmind.recall.base import RecallRequest
 from knowmind.recall.registry import STAGE_NAMES
@@ -21,16 +23,43 @@ from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
 
-__all__ = ["PIPELINE_SYSTEMS", "SystemResult", "evaluate_dataset"]
+__all__ = [
+    "LEXICAL_ABLATIONS",
+    "PIPELINE_SYSTEMS",
+    "PipelineSystem",
+    "SystemResult",
+    "evaluate_dataset",
+]
 
 ALL_STAGES = STAGE_NAMES
-# name -> the stages it runs (None: all). "filename" and the peers are not pipelines.
-PIPELINE_SYSTEMS: dict[str, tuple[str, ...] | None] = {
-    "fulltext": ("bm25",),
-    "vector": ("vector",),
-    "hybrid": ("bm25", "vector"),
-    "knowmind": None,
-    **{f"knowmind-no-{s}": tuple(x for x in ALL_STAGES if x != s) for s in ALL_STAGES},
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSystem:
+    stages: tuple[str, ...] | None = None  # None: all
+    fusion: str | None = None  # None: the runtime's default
+    settings: tuple[tuple[str, object], ...] = ()  # overrides: a runtime of its own
+
+
+# Each new lexical feature off, by its setting, on the same database and embedder.
+LEXICAL_ABLATIONS = {
+    "knowmind-no-typo": (("bm25_typos", "off"),),
+    "knowmind-no-compounds": (("bm25_compounds", "off"),),
+    "knowmind-no-query-language": (("bm25_query_language", "off"),),
+}
+# "filename" and the peers are not pipelines.
+PIPELINE_SYSTEMS: dict[str, PipelineSystem] = {
+    "fulltext": PipelineSystem(("bm25",)),
+    "vector": PipelineSystem(("vector",)),
+    "hybrid": PipelineSystem(("bm25", "vector")),
+    "knowmind": PipelineSystem(),
+    **{
+        f"knowmind-no-{s}": PipelineSystem(tuple(x for x in ALL_STAGES if x != s))
+        for s in ALL_STAGES
+    },
+    "knowmind-rrf": PipelineSystem(fusion="rrf"),
+    "knowmind-convex": PipelineSystem(fusion="convex"),
+    **{name: PipelineSystem(settings=o) for name, o in LEXICAL_ABLATIONS.items()},
 }
 INGEST_CONCURRENCY = 8
 K = 10
@@ -87,14 +116,16 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
 
 
 async def run_pipeline_system(
-    runtime: Runtime, who: Principal, dataset: Dataset, name: str, stages: tuple[str, ...] | None
+    runtime: Runtime, who: Principal, dataset: Dataset, name: str, system: PipelineSystem
 ) -> SystemResult:
     rows, per_q, notes = [], {}, set()
     stage_times: dict[str, list[float]] = {}
     for query in tqdm(dataset.queries, desc=f"{dataset.name}/{name}", leave=False):
         # baselines are plain rankings; knowmind systems rerank when a reranker is active
         rerank = None if name.startswith("knowmind") else False
-        request = RecallRequest(text=query.text, k=K, stages=stages, rerank=rerank, hops=2)
+        request = RecallRequest(
+            text=query.text, k=K, stages=system.stages, rerank=rerank, fusion=system.fusion, hops=2
+        )
         outcome = await runtime.recall.recall(who, request)
         ranking = [r.chunk.source or "" for r in outcome.results]
         scores = per_query(ranking, dataset.qrels[query.id])
@@ -155,20 +186,39 @@ async def run_peer(peer: Any, runtime: Runtime, dataset: Dataset, name: str) -> 
     return SystemResult(name, aggregate(rows), {"search": percentiles(times)}, per_q)
 
 
-async def evaluate_dataset(
-    runtime: Runtime, dataset: Dataset, systems: list[str], peers: dict[str, Any]
-) -> dict[str, Any]:
+async def ingested_tenant(runtime: Runtime, dataset: Dataset) -> tuple[Principal, dict[str, float]]:
+    """A new tenant holding the dataset's documents, and the ingest statistics."""
     tenant = await runtime.admin.create_tenant(
         f"bench-{dataset.name}-{time.time_ns()}", dataset.language
     )
     who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language=dataset.language)
-    ingest_stats = await ingest(runtime, who, dataset)
+    return who, await ingest(runtime, who, dataset)
+
+
+async def evaluate_dataset(
+    runtime: Runtime,
+    dataset: Dataset,
+    systems: list[str],
+    peers: dict[str, Any],
+    tenant: tuple[Principal, dict[str, float]] | None = None,
+    variants: Mapping[str, Runtime | str] | None = None,
+) -> dict[str, Any]:
+    """Every system on the dataset. ``tenant``: the documents are already ingested there (a
+    typo set shares its clean set's). ``variants``: the runtime of each settings ablation, or
+    why it could not be built."""
+    who, ingest_stats = tenant or await ingested_tenant(runtime, dataset)
+    variants = variants or {}
     results: dict[str, SystemResult] = {}
     for name in systems:
-        if name in PIPELINE_SYSTEMS:
-            results[name] = await run_pipeline_system(
-                runtime, who, dataset, name, PIPELINE_SYSTEMS[name]
-            )
+        spec = PIPELINE_SYSTEMS.get(name)
+        if spec is not None and spec.settings:
+            variant = variants.get(name, "not built")
+            if isinstance(variant, str):
+                results[name] = SystemResult(name, {}, {}, notes=[f"not run: {variant}"])
+            else:
+                results[name] = await run_pipeline_system(variant, who, dataset, name, spec)
+        elif spec is not None:
+            results[name] = await run_pipeline_system(runtime, who, dataset, name, spec)
         elif name == "filename":
             results[name] = await run_filename_system(runtime, who, dataset)
         elif isinstance(peers.get(name), str) or name not in peers:
@@ -180,15 +230,49 @@ async def evaluate_dataset(
         "language": dataset.language,
         "documents": len(dataset.docs),
         "queries": len(dataset.queries),
+        "primary_metric": primary_metric(dataset.name),
         "sources": [s.url for s in dataset.sources],
         "ingest": ingest_stats,
         "systems": {
             name: {
                 "metrics": r.metrics,
+                "splits": split_metrics(dataset.name, r.per_query, list(r.metrics)),
                 "latency_ms": r.latency_ms,
                 "notes": r.notes,
                 "per_query": r.per_query,
             }
             for name, r in results.items()
         },
+        "significance": significance(dataset.name, results),
     }
+
+
+PEER_NAMES = ("txtai-bb25", "lancedb-hybrid")
+SPLITS = ("dev", "test")
+
+
+def significance(dataset: str, results: Mapping[str, SystemResult]) -> dict[str, Any]:
+    """knowmind against the vector stage and against the best peer (by the test split's
+    primary metric), per split: paired randomisation test and win/loss/tie."""
+    metric = primary_metric(dataset)
+    ours = results.get("knowmind")
+    if ours is None or not ours.per_query:
+        return {}
+
+    def scores(result: SystemResult, part: str) -> dict[str, float]:
+        return {
+            q: float(r[metric]) for q, r in result.per_query.items() if split_of(dataset, q) == part
+        }
+
+    peers = [results[p] for p in PEER_NAMES if p in results and results[p].per_query]
+    rivals = {"vector": results.get("vector")}
+    if peers:
+        best = max(peers, key=lambda r: mean(scores(r, "test").values() or [0.0]))
+        rivals["best_peer"] = best
+    out: dict[str, Any] = {"metric": metric}
+    for label, rival in rivals.items():
+        if rival is None or not rival.per_query:
+            continue
+        tests = {part: paired_test(scores(ours, part), scores(rival, part)) for part in SPLITS}
+        out[label] = {"system": rival.system, **tests}
+    return out

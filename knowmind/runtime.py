@@ -15,6 +15,8 @@ from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder
+from knowmind.models.language import language_detector
+from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
@@ -26,7 +28,7 @@ from knowmind.services.health import HealthService, HostFacts
 from knowmind.services.jobs import JobService
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
-from knowmind.settings import GraphSettings, Settings
+from knowmind.settings import GraphSettings, RecallSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
@@ -39,6 +41,18 @@ def graph_reader(db: Database, settings: GraphSettings) -> GraphReader:
     if settings.neo4j_url:
         bolt = BoltAccess(settings.neo4j_url, settings.neo4j_user, settings.neo4j_password)
     return build_graph_reader(settings.graph_backend, db, bolt)
+
+
+def lexical_options(settings: RecallSettings) -> LexicalOptions:
+    """The bm25 stage's options from the recall settings."""
+    return LexicalOptions(
+        k1=settings.bm25_k1,
+        b=settings.bm25_b,
+        postings_budget=settings.bm25_postings_budget,
+        typos=settings.bm25_typos == "on",
+        compounds=settings.bm25_compounds == "on",
+        query_language=settings.bm25_query_language == "on",
+    )
 
 
 def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | None:
@@ -98,6 +112,7 @@ class Runtime:
         )
         executor = EmbeddingExecutor(embedder)
         reader = graph_reader(db, settings.graph)
+        lexical = lexical_options(settings.recall)
         rerank = RerankStep(
             settings.models.reranker,
             settings.models.rerank_candidates,
@@ -106,11 +121,18 @@ class Runtime:
         pipeline = RecallPipeline(
             db,
             executor,
-            build_stages(StageParts(graph_reader=reader)),
+            build_stages(
+                StageParts(
+                    graph_reader=reader,
+                    lexical=lexical,
+                    language_detector=language_detector() if lexical.query_language else None,
+                )
+            ),
             rrf_k=settings.recall.rrf_k,
             stage_timeout_s=settings.recall.stage_timeout_seconds,
             default_weights=settings.recall.weights,
             rerank=rerank,
+            fusion=settings.recall.recall_fusion,
         )
         graph = GraphService(db)
         worker = JobWorker(

@@ -120,11 +120,44 @@ class RecallSettings:
         default=50, metadata={"doc": "Candidates each recall stage returns before fusion"}
     )
     rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
+    recall_fusion: str = field(
+        default="weighted-rrf",
+        metadata={
+            "doc": "`weighted-rrf` (per-query stage weights from the stages' signals), "
+            "`rrf` (fixed weights) or `convex` (normalised scores)"
+        },
+    )
     stage_weights: str = field(
-        default="", metadata={"doc": "RRF weight per stage, e.g. `vector=1.125,bm25=1,graph=0.9`"}
+        default="",
+        metadata={"doc": "Static weight per stage (scales the per-query one), e.g. `graph=0.9`"},
     )
     stage_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Time budget of each recall stage"}
+    )
+    bm25_k1: float = field(
+        default=1.2, metadata={"doc": "Okapi BM25 term-frequency saturation k1 (bm25 stage)"}
+    )
+    bm25_b: float = field(
+        default=0.75, metadata={"doc": "Okapi BM25 length normalisation b, 0–1 (bm25 stage)"}
+    )
+    bm25_postings_budget: int = field(
+        default=2000,
+        metadata={
+            "doc": "Postings the bm25 stage reads per query (rarest terms first, each term's "
+            "best by impact), before scoring the candidates exactly"
+        },
+    )
+    bm25_typos: str = field(
+        default="on",
+        metadata={"doc": "`on`: a query term unknown to the tenant's vocabulary is corrected"},
+    )
+    bm25_compounds: str = field(
+        default="on",
+        metadata={"doc": "`on`: German compounds meet their parts (tenant vocabulary splits)"},
+    )
+    bm25_query_language: str = field(
+        default="on",
+        metadata={"doc": "`on`: a question in another language is also analysed in its own"},
     )
 
     @property
@@ -178,6 +211,13 @@ class IngestSettings:
     job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
     wait_timeout_seconds: float = field(
         default=30.0, metadata={"doc": "Longest `?wait=true` waits for extraction"}
+    )
+    bm25_memory_language: str = field(
+        default="on",
+        metadata={
+            "doc": "`on`: in a `simple` (language-neutral) tenant each memory is indexed in "
+            "its detected language"
+        },
     )
 
     @property
@@ -239,6 +279,7 @@ class Settings:
             (ingest, "chunk_target_chars"),
             (self.recall, "recall_candidates"),
             (graph, "graph_batch_size"),
+            (self.recall, "bm25_postings_budget"),
         )
         for group, name in positive:
             if getattr(group, name) <= 0:
@@ -254,8 +295,21 @@ class Settings:
         _check_registered_names(self)
         if graph.graph_backend == "neo4j" and not graph.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
+        if self.recall.recall_fusion not in {"weighted-rrf", "rrf", "convex"}:
+            raise SettingsError("KNOWMIND_RECALL_FUSION must be weighted-rrf, rrf or convex")
         if server.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
+        switches = (
+            (self.recall, "bm25_typos"),
+            (self.recall, "bm25_compounds"),
+            (self.recall, "bm25_query_language"),
+            (ingest, "bm25_memory_language"),
+        )
+        for group, name in switches:
+            if getattr(group, name) not in {"on", "off"}:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be on or off")
+        if self.recall.bm25_k1 < 0 or not 0 <= self.recall.bm25_b <= 1:
+            raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
 
 
 def _check_registered_names(settings: Settings) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import TenantAccess, count_rows
@@ -72,7 +73,12 @@ async def test_german_and_english_questions_find_the_german_memory(client, tenan
 async def test_recall_result_shape_and_stage_ranks(client, tenant):
     ids = await remember_all(client, tenant)
     body = await recall(
-        client, tenant, query="Zahlungsziel der Müller GmbH", k=2, stages=["bm25", "vector"]
+        client,
+        tenant,
+        query="Zahlungsziel der Müller GmbH",
+        k=2,
+        stages=["bm25", "vector"],
+        fusion="rrf",
     )
     top = body["results"][0]
     assert top["memory_id"] == ids[2]
@@ -92,6 +98,18 @@ async def test_recall_result_shape_and_stage_ranks(client, tenant):
     assert abs(top["score"] - 2 / 61) < 1e-6
     assert {"bm25", "vector", "embed", "fuse", "total"} <= set(body["timings_ms"])
     assert len(body["results"]) == 2
+    # the default fusion weighs each stage per query: the same ranks, the weights shown
+    weighted = await recall(
+        client,
+        tenant,
+        query="Zahlungsziel der Müller GmbH",
+        k=2,
+        stages=["bm25", "vector"],
+        explain=True,
+    )
+    chosen = weighted["explain"]["fusion"]["stages"]
+    expected = (chosen["bm25"]["weight"] + chosen["vector"]["weight"]) / 61
+    assert weighted["results"][0]["score"] == pytest.approx(expected, rel=1e-3)
 
 
 async def test_english_question_on_german_text_comes_from_the_vector_stage(client, tenant):

@@ -200,6 +200,9 @@ SCAN = (
     "graph_outbox",
     "edges",
     "mentions",
+    "chunk_terms",
+    "bm25_lexemes",
+    "bm25_corpus",
 )
 
 

@@ -89,13 +89,16 @@ async def test_two_hop_question_is_answered_by_the_graph_stage_only_with_hops(cl
     question = "Auf welcher Maschine läuft die Software der Bäckerei Korn?"
     answer = corpus.memories["srv_hh_07"]
     stages = ["bm25", "vector", "graph"]
-    with_hops = await ask(client, corpus, question, k=10, hops=2, stages=stages, explain=True)
+    # plain RRF: the graph stage's own contribution, whatever weight the fusion gives it
+    with_hops = await ask(
+        client, corpus, question, k=10, hops=2, stages=stages, explain=True, fusion="rrf"
+    )
     hit = next(r for r in with_hops["results"] if r["memory_id"] == answer)
     assert hit["stages"]["graph"] is not None
     assert corpus.entities["Bäckerei Korn"] in [
         e["id"] for e in with_hops["explain"]["matched_entities"]
     ]
-    without = await ask(client, corpus, question, k=10, hops=0, stages=stages)
+    without = await ask(client, corpus, question, k=10, hops=0, stages=stages, fusion="rrf")
     assert answer not in [r["memory_id"] for r in without["results"]]
     assert "graph" not in without["timings_ms"]
 
@@ -110,7 +113,7 @@ async def test_explain_reports_seeds_and_ppr(client, corpus):
 
 async def test_weights_change_the_fusion(client, corpus):
     query = "Backups der Datenbanken"
-    plain = await ask(client, corpus, query, k=5, stages=["bm25", "vector"])
+    plain = await ask(client, corpus, query, k=5, stages=["bm25", "vector"], fusion="rrf")
     vector_only = await ask(
         client, corpus, query, k=5, stages=["bm25", "vector"], weights={"bm25": 0.0, "vector": 1.0}
     )
@@ -122,6 +125,27 @@ async def test_weights_change_the_fusion(client, corpus):
         r["memory_id"] for r in vector_ranked
     ]
     assert plain["results"] != vector_only["results"]
+
+
+async def test_explain_shows_each_stage_weight_with_its_signals_and_rule(client, corpus):
+    body = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True)
+    fusion = body["explain"]["fusion"]
+    assert fusion["method"] == "weighted-rrf"
+    vector = fusion["stages"]["vector"]
+    assert vector["signals"]["top1"] > 0.5 and vector["signals"]["margin"] >= 0
+    assert vector["weight"] > 0 and vector["rule"] and 0 < vector["p_quality"] < 1
+    assert fusion["stages"]["bm25"]["signals"]["hits"] >= 1
+    rrf = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True, fusion="rrf")
+    assert {s["weight"] for s in rrf["explain"]["fusion"]["stages"].values()} <= {0.0, 1.0}
+
+
+async def test_convex_fusion_is_offered_and_an_unknown_method_is_422(client, corpus):
+    convex = await ask(client, corpus, "Backups der Datenbanken", k=3, fusion="convex")
+    assert convex["results"] and all(0 <= r["score"] <= 1.000001 for r in convex["results"])
+    bad = await client.post(
+        "/v1/recall", json={"query": "x", "fusion": "borda"}, headers=corpus.tenant.read
+    )
+    assert bad.status_code == 422 and bad.json()["field"] == "fusion"
 
 
 async def test_rerank_requested_without_a_reranker_is_reported(client, corpus):

@@ -13,7 +13,14 @@ from sqlalchemy.exc import DBAPIError
 from knowmind.db.engine import APP_ROLE
 from knowmind.store import tenants as tenant_store
 
-TENANT_TABLES = ("memories", "chunks", "api_tokens")
+TENANT_TABLES = (
+    "memories",
+    "chunks",
+    "api_tokens",
+    "chunk_terms",
+    "bm25_lexemes",
+    "bm25_corpus",
+)
 
 
 async def new_tenant(db) -> uuid.UUID:

@@ -175,6 +175,7 @@ class RecallIn(Struct):
     )
     rerank: bool | None = None
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
+    fusion: Literal["weighted-rrf", "rrf", "convex"] | None = None
     explain: bool = False
     as_of: Annotated[datetime, Meta(description="valid time: what was true then")] | None = None
     known_at: Annotated[datetime, Meta(description="transaction time: what we knew then")] | (

@@ -8,8 +8,9 @@ import numpy as np
 
 from knowmind.ingest.chunker import chunk_text
 from knowmind.models.executor import EmbeddingExecutor
+from knowmind.models.language import language_detector
 
-__all__ = ["PreparedChunks", "prepare_chunks"]
+__all__ = ["PreparedChunks", "index_language", "prepare_chunks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +34,12 @@ async def prepare_chunks(
     contents = chunk_text(content, target_chars, overlap_chars) or [content.strip()]
     embeddings = await embedder.embed_passages([passage_text(title, c) for c in contents])
     return PreparedChunks(contents=contents, embeddings=embeddings)
+
+
+def index_language(tenant_language: str, content: str, detect: bool) -> str:
+    """The text-search configuration a memory is indexed with: the tenant's; in a language-
+    neutral (``simple``) tenant with ``detect`` on, the memory's own language when it is clear,
+    so each memory of a mixed-language tenant is stemmed in its language."""
+    if not detect or tenant_language != "simple":
+        return tenant_language
+    return language_detector().detect(content) or tenant_language

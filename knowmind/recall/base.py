@@ -36,6 +36,7 @@ class RecallRequest:
     candidates: int = 50  # per stage, before fusion
     stages: Sequence[str] | None = None  # None: every stage
     weights: Mapping[str, float] | None = None  # over the configured defaults
+    fusion: str | None = None  # "weighted-rrf", "rrf" or "convex"; None: the configured one
     rerank: bool | None = None  # None: when a reranker is active
     hops: int = 2  # graph hops; 0 leaves the graph stage out
     explain: bool = False

@@ -1,27 +1,163 @@
-"""Full-text stage: PostgreSQL full text in the tenant's language, ranked by ``ts_rank_cd``.
-
-Called "bm25" in the API for the role it plays; the ranking is PostgreSQL's cover density.
-"""
+"""Lexical stage ``bm25``: Okapi BM25 over the tenant's text-search lexemes (PostgreSQL inverted
+index with exact corpus statistics), tolerant of typos, German compounds and questions asked
+in another language than the tenant's."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.models.language import LanguageDetector
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
-from knowmind.store.search import fulltext_candidates
+from knowmind.recall.compounds import compound_expansions
+from knowmind.store import lexical
+from knowmind.store.lexical import CorpusStats, ScoredTerm
 
-__all__ = ["FullTextStage"]
+__all__ = ["LexicalOptions", "OkapiBM25Stage"]
+
+# Web-search syntax: the hits must also match ``websearch_to_tsquery`` of the query.
+_WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
+# A correction must be this similar (pg_trgm) to the unknown query lexeme.
+TYPO_SIMILARITY = 0.45
+# Shorter lexemes are not corrected (too few trigrams to tell a typo from another word).
+TYPO_MIN_LENGTH = 4
+# An expansion (compound or its part) counts this much of a query term.
+EXPANSION_WEIGHT = 0.5
 
 
-class FullTextStage:
+@dataclass(frozen=True, slots=True)
+class LexicalOptions:
+    k1: float = 1.2
+    b: float = 0.75
+    postings_budget: int = 2000
+    typos: bool = True
+    compounds: bool = True
+    query_language: bool = True
+
+
+@dataclass(slots=True)
+class _Analysis:
+    terms: list[ScoredTerm]
+    stats: CorpusStats
+    query_terms: int
+    matched: int
+    corrections: dict[str, list[str]]
+    compounds: dict[str, list[str]]
+
+
+class OkapiBM25Stage:
     name = "bm25"
 
+    def __init__(
+        self, options: LexicalOptions | None = None, detector: LanguageDetector | None = None
+    ) -> None:
+        self.options = options or LexicalOptions()
+        self.detector = detector
+
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
+        detected = self._query_language(query.text)
+        languages = [query.language]
+        if detected is not None and detected != query.language:
+            languages.append(detected)
         async with ctx.db.tenant_tx(query.tenant) as conn:
-            rows = await fulltext_candidates(
-                conn,
+            analysis = await self._analyse(conn, query, languages)
+            request = lexical.BM25Request(
                 query.tenant,
-                query.language,
-                query.text,
+                analysis.terms,
+                analysis.stats,
                 query.filters,
                 query.candidates,
+                k1=self.options.k1,
+                b=self.options.b,
+                budget=self.options.postings_budget,
+                websearch=(query.language, query.text) if _websearch(query.text) else None,
             )
-        return [Candidate(chunk_id, memory_id, score) for chunk_id, memory_id, score in rows]
+            rows = await lexical.bm25_candidates(conn, request)
+        candidates = [Candidate(chunk_id, memory_id, s) for chunk_id, memory_id, s in rows]
+        ctx.signals[self.name] = _signals(analysis, candidates, query.language, detected)
+        ctx.explain["bm25_corrections"] = analysis.corrections
+        if analysis.compounds:
+            ctx.explain["bm25_compounds"] = analysis.compounds
+        ctx.explain["bm25_languages"] = languages
+        return candidates
+
+    def _query_language(self, text: str) -> str | None:
+        if not self.options.query_language or self.detector is None:
+            return None
+        return self.detector.detect(text)
+
+    async def _analyse(
+        self, conn: AsyncConnection, query: RecallRequest, languages: Sequence[str]
+    ) -> _Analysis:
+        """The query's lexemes with their df, plus compound parts and typo corrections.
+        Compounds come first: a word that splits is not a typo."""
+        dfs, stats = await lexical.analyse_query(conn, query.tenant, languages, query.text)
+        terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
+        compounds: dict[str, list[str]] = {}
+        if self.options.compounds and "german" in languages:
+            expanded = await compound_expansions(conn, query.tenant, list(dfs))
+            for word, expansions in expanded.items():
+                terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
+                compounds[word] = [w for w, _ in expansions]
+        corrections: dict[str, list[str]] = {}
+        if self.options.typos:
+            unknown = [
+                w
+                for w, df in dfs.items()
+                if df == 0 and len(w) >= TYPO_MIN_LENGTH and w not in compounds
+            ]
+            corrections = await self._corrections(conn, query.tenant, unknown, terms)
+        matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
+        return _Analysis(_merge(terms), stats, len(dfs), matched, corrections, compounds)
+
+    async def _corrections(
+        self, conn: AsyncConnection, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]
+    ) -> dict[str, list[str]]:
+        """{unknown lexeme: its closest vocabulary lexemes}, added to ``terms`` (two equally
+        close corrections share the weight of the word)."""
+        if not unknown:
+            return {}
+        similar = await lexical.similar_lexemes(
+            conn, tenant_id, unknown, TYPO_SIMILARITY, per_term=2
+        )
+        corrections = {}
+        for lexeme, found in similar.items():
+            best = found[0][1]
+            chosen = [(w, df) for w, sim, df in found if sim >= best - 0.05]
+            corrections[lexeme] = [w for w, _ in chosen]
+            terms += [ScoredTerm(w, df, 1.0 / len(chosen)) for w, df in chosen]
+        return corrections
+
+
+def _websearch(text: str) -> bool:
+    """Whether the query uses web-search syntax on purpose (a phrase, -word, or)."""
+    padded = f" {text} "
+    return any(marker in padded for marker in _WEBSEARCH_MARKERS)
+
+
+def _merge(terms: list[ScoredTerm]) -> list[ScoredTerm]:
+    """One term per lexeme, with the largest weight any source gave it."""
+    best: dict[str, ScoredTerm] = {}
+    for term in terms:
+        if term.lexeme not in best or term.weight > best[term.lexeme].weight:
+            best[term.lexeme] = term
+    return list(best.values())
+
+
+def _signals(
+    analysis: _Analysis, candidates: list[Candidate], language: str, detected: str | None
+) -> dict[str, float]:
+    top = candidates[0].score if candidates else 0.0
+    second = candidates[1].score if len(candidates) > 1 else 0.0
+    return {
+        "query_terms": float(analysis.query_terms),
+        "matched_share": analysis.matched / analysis.query_terms if analysis.query_terms else 0.0,
+        "corrected": float(len(analysis.corrections)),
+        "top_score": top,
+        "score_gap": (top - second) / top if len(candidates) > 1 and top > 0 else 0.0,
+        "language_match": 1.0 if detected in (None, language) or language == "simple" else 0.0,
+        "hits": float(len(candidates)),
+    }

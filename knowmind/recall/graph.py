@@ -35,12 +35,22 @@ class GraphStage:
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         seeds, hits = await self._seeds(query, ctx)
+        named = await ctx.query_entities()
+        evidence = {
+            "named_entities": float(len(named)),
+            "entity_score": max((e.score for e in named), default=0.0),
+            "seeds": float(len(seeds)),
+            "linked": 0.0,
+        }
+        ctx.signals["graph"] = evidence
         if not seeds:
             ctx.explain["seeds"] = []
             return []
         result = await self.reader.personalized_pagerank(
             query.tenant, seeds, query.hops, self.damping, self.max_iterations
         )
+        # memories the walk reached through links rather than as a text hit
+        evidence["linked"] = float(len(result.memories - hits))
         # memories are the linked memory nodes, and the hits that seeded the walk (a hit with no
         # links keeps its reset mass: it must not lose its place to a linked stranger)
         memories = result.memories | hits

@@ -93,6 +93,10 @@ class IdentityStage:
                 ctx.explain["identity_entities"] = [
                     {"id": str(m.id), "name": m.name, "score": round(m.score, 3)} for m in matches
                 ]
+            ctx.signals["identity"] = {
+                "entity_score": matches[0].score if matches else 0.0,
+                "intent_relation": float(intent.kind != "identity"),
+            }
             if not matches:
                 return []
             subject = matches[0]

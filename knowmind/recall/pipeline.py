@@ -1,5 +1,6 @@
-"""The recall pipeline: run the selected stages concurrently (each within a time budget), fuse
-their memory rankings by RRF, rerank the short list, and return the best chunk per memory."""
+"""The recall pipeline: run the selected stages concurrently (each within a time budget), weigh
+each stage by the evidence it reports for this query, fuse their memory rankings (weighted RRF by
+default), rerank the short list, and return the best chunk per memory."""
 
 from __future__ import annotations
 
@@ -22,8 +23,20 @@ from knowmind.recall.base import (
     StageContext,
     StageUnavailableError,
 )
-from knowmind.recall.fusion import dedupe, reciprocal_rank_fusion
+from knowmind.recall.fusion import (
+    FUSION_METHODS,
+    Fused,
+    convex_fusion,
+    reciprocal_rank_fusion,
+)
 from knowmind.recall.rerank import RerankStep
+from knowmind.recall.weighting import (
+    Calibration,
+    StageWeight,
+    list_signals,
+    stage_weights,
+)
+from knowmind.recall.weighting import default_calibration as _default_calibration
 from knowmind.store.rows import ChunkHit
 from knowmind.store.search import fetch_chunks
 
@@ -47,6 +60,10 @@ class RecallOutcome:
     timings_ms: dict[str, float]
     degraded_reasons: list[str] = field(default_factory=list)
     explain: dict[str, Any] | None = None
+    # what fusion saw: each stage's memory ranking (best first, with scores) and chosen weight
+    stage_rankings: dict[str, list[tuple[UUID, float]]] = field(default_factory=dict)
+    stage_weights: dict[str, StageWeight] = field(default_factory=dict)
+    signals: dict[str, dict[str, float]] = field(default_factory=dict)  # as reported
 
 
 @dataclass(slots=True)
@@ -68,7 +85,11 @@ class RecallPipeline:
         stage_timeout_s: float = 5.0,
         default_weights: Mapping[str, float] | None = None,
         rerank: RerankStep | None = None,
+        fusion: str = "weighted-rrf",
+        calibration: Calibration | None = None,
     ) -> None:
+        if fusion not in FUSION_METHODS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSION_METHODS)}")
         self.db = db
         self.embedder = embedder
         self.stages = {stage.name: stage for stage in stages}
@@ -76,6 +97,8 @@ class RecallPipeline:
         self.stage_timeout_s = stage_timeout_s
         self.default_weights = dict(default_weights or {})
         self.rerank = rerank or RerankStep("none")
+        self.fusion = fusion
+        self.calibration = calibration
 
     async def recall(self, query: RecallRequest) -> RecallOutcome:
         started = time.perf_counter()
@@ -97,9 +120,13 @@ class RecallPipeline:
             timings[run.name] = round(run.elapsed_ms, 2)
 
         fuse_started = time.perf_counter()
-        weights = {**self.default_weights, **(query.weights or {})}
-        rankings = {run.name: dedupe([c.memory_id for c in run.candidates]) for run in runs}
-        fused = reciprocal_rank_fusion(rankings, k=self.rrf_k, weights=weights)
+        rankings = {run.name: _memory_ranking(run.candidates) for run in runs}
+        evidence = {
+            name: {**list_signals([s for _, s in ranking]), **ctx.signals.get(name, {})}
+            for name, ranking in rankings.items()
+        }
+        chosen = self._weights(rankings, evidence, query)
+        fused = self._fuse(rankings, chosen, query.fusion or self.fusion)
         best_chunk = _best_chunk_per_memory(runs)
         timings["fuse"] = _ms_since(fuse_started)
 
@@ -128,6 +155,11 @@ class RecallPipeline:
         timings["total"] = _ms_since(started)
         explain = None
         if query.explain:
+            ctx.explain["fusion"] = {
+                "method": query.fusion or self.fusion,
+                "calibration": (self.calibration or _default_calibration()).source,
+                "stages": {name: w.explain() for name, w in chosen.items()},
+            }
             matched = await ctx.query_entities()
             explain = {
                 "matched_entities": [
@@ -143,7 +175,44 @@ class RecallPipeline:
                 "ppr_top": ctx.explain.get("ppr_top", []),
                 **{k: v for k, v in ctx.explain.items() if k not in ("seeds", "ppr_top")},
             }
-        return RecallOutcome(results, timings, reasons, explain)
+        return RecallOutcome(results, timings, reasons, explain, rankings, chosen, evidence)
+
+    def _weights(
+        self,
+        rankings: Mapping[str, list[tuple[UUID, float]]],
+        evidence: Mapping[str, Mapping[str, float]],
+        request: RecallRequest,
+    ) -> dict[str, StageWeight]:
+        """Per-stage weights: calibrated from the evidence (the list's own shape under the
+        stage's reported signals), or fixed for "rrf"; the operator's static weights scale
+        them, a request's weights replace them."""
+        method = request.fusion or self.fusion
+        depths = {name: len(ranking) for name, ranking in rankings.items()}
+        if method == "rrf":
+            fixed = {name: self.default_weights.get(name, 1.0) for name in rankings}
+            fixed.update(request.weights or {})
+            return stage_weights(evidence, depths, self.calibration, fixed=fixed)
+        chosen = stage_weights(evidence, depths, self.calibration, fixed=request.weights)
+        for name, scale in self.default_weights.items():
+            if name in chosen and not (request.weights and name in request.weights):
+                w = chosen[name]
+                chosen[name] = StageWeight(
+                    name, w.weight * scale, w.depth, w.probability,
+                    f"{w.rule}; × {scale:g} (stage_weights setting)", w.signals,
+                )  # fmt: skip
+        return chosen
+
+    def _fuse(
+        self,
+        rankings: Mapping[str, list[tuple[UUID, float]]],
+        chosen: Mapping[str, StageWeight],
+        method: str,
+    ) -> list[Fused[UUID]]:
+        weights = {name: w.weight for name, w in chosen.items()}
+        if method == "convex":
+            return convex_fusion({n: r[: chosen[n].depth] for n, r in rankings.items()}, weights)
+        cut = {n: [m for m, _ in r[: chosen[n].depth]] for n, r in rankings.items()}
+        return reciprocal_rank_fusion(cut, k=self.rrf_k, weights=weights)
 
     def _select(self, query: RecallRequest) -> list[str]:
         wanted = list(query.stages) if query.stages is not None else list(self.stages)
@@ -203,6 +272,14 @@ async def _results_of(
 ) -> list[Candidate]:
     future = finished.get(name)
     return [] if future is None else await asyncio.shield(future)
+
+
+def _memory_ranking(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]:
+    """The stage's memories best first, each with its best chunk's score."""
+    best: dict[UUID, float] = {}
+    for candidate in candidates:
+        best.setdefault(candidate.memory_id, candidate.score)
+    return list(best.items())
 
 
 def _best_chunk_per_memory(runs: Sequence[_StageRun]) -> dict[UUID, UUID]:

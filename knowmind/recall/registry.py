@@ -9,12 +9,13 @@ benchmark pick the name up from here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from knowmind.graph.base import GraphReader
+from knowmind.models.language import LanguageDetector
 from knowmind.recall.base import RecallStage
-from knowmind.recall.bm25 import FullTextStage
+from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.recall.graph import GraphStage
 from knowmind.recall.identity import IdentityStage
 from knowmind.recall.vector import VectorStage
@@ -38,12 +39,14 @@ class StageParts:
     """What the stage factories may draw on."""
 
     graph_reader: GraphReader
+    lexical: LexicalOptions = field(default_factory=LexicalOptions)
+    language_detector: LanguageDetector | None = None  # None: no question-language analysis
 
 
 StageFactory = Callable[[StageParts], RecallStage]
 
 STAGES: dict[StageName, StageFactory] = {
-    "bm25": lambda parts: FullTextStage(),
+    "bm25": lambda parts: OkapiBM25Stage(parts.lexical, parts.language_detector),
     "vector": lambda parts: VectorStage(),
     "graph": lambda parts: GraphStage(parts.graph_reader),
     "identity": lambda parts: IdentityStage(),

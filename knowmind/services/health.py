@@ -17,6 +17,7 @@ from knowmind.graph.base import GraphReader
 from knowmind.ingest.ner import SPACY_MODEL, spacy_recogniser
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.pipeline import RecallPipeline
+from knowmind.recall.weighting import default_calibration
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
@@ -144,9 +145,10 @@ class HealthService:
             },
             "stages": list(self.pipeline.stages),
             "fusion": {
-                "method": "rrf",
+                "method": self.pipeline.fusion,
                 "k": self.pipeline.rrf_k,
                 "weights": self.pipeline.default_weights,
+                "calibration": (self.pipeline.calibration or default_calibration()).source,
             },
         }
 

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
-from knowmind.ingest.pipeline import prepare_chunks
+from knowmind.ingest.pipeline import index_language, prepare_chunks
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import InlineRelation
 from knowmind.services.recipe import MemoryWriter, insert_memory
@@ -77,7 +77,7 @@ class MemoryService(MemoryWriter):
                 conn,
                 tenant,
                 values,
-                language=who.language,
+                language=index_language(who.language, draft.content, self._detect_language),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,
@@ -140,7 +140,7 @@ class MemoryService(MemoryWriter):
                     sha256=content_sha256(new_content),
                     document_id=old.document_id,
                 ),
-                language=who.language,
+                language=index_language(who.language, new_content, self._detect_language),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,

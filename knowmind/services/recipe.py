@@ -38,6 +38,8 @@ class MemoryWriter:
         self.ingest = ingest
         self.graph = graph
         self.on_job_enqueued = on_job_enqueued
+        # index each memory in its detected language rather than the tenant's (BM25 stage)
+        self._detect_language = ingest.bm25_memory_language == "on"
 
 
 @dataclass(frozen=True, slots=True)

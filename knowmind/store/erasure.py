@@ -20,6 +20,9 @@ __all__ = [
 TENANT_TABLES = (
     "jobs",
     "mentions",
+    "chunk_terms",
+    "bm25_lexemes",
+    "bm25_corpus",
     "edges",
     "chunks",
     "memories",

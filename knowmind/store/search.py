@@ -19,13 +19,9 @@ __all__ = [
     "connected_entities",
     "fetch_chunks",
     "first_chunks",
-    "fulltext_candidates",
     "memories_mentioning",
     "vector_candidates",
 ]
-
-# Web-search syntax the user typed on purpose; without it every query term is optional (OR).
-_WEBSEARCH_MARKERS = ('"', " -", " or ", " OR ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,40 +78,6 @@ def _join_memories(filters: MemoryFilters) -> tuple[str, str, dict[str, Any]]:
     where, params = filters.sql()
     join = " JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id"
     return join, where, params
-
-
-def _tsquery_sql(query: str) -> str:
-    """``websearch_to_tsquery`` when the query uses its syntax; otherwise an OR over the
-    query's normalised lexemes, so a natural-language question matches on any of its terms."""
-    padded = f" {query} "
-    if any(marker in padded for marker in _WEBSEARCH_MARKERS):
-        return "SELECT websearch_to_tsquery(CAST(:language AS regconfig), :query) AS q"
-    return (
-        "SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery AS q FROM "
-        "unnest(tsvector_to_array(to_tsvector(CAST(:language AS regconfig), :query))) lexeme"
-    )
-
-
-async def fulltext_candidates(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    language: str,
-    query: str,
-    filters: MemoryFilters,
-    limit: int,
-) -> list[tuple[UUID, UUID, float]]:
-    """(chunk id, memory id, score) ranked by ``ts_rank_cd`` (cover density, not true BM25)."""
-    join, where, params = _join_memories(filters)
-    rows = await conn.execute(
-        text(
-            f"SELECT c.id, c.memory_id, ts_rank_cd(c.tsv, terms.q, 1) AS score "
-            f"FROM ({_tsquery_sql(query)}) AS terms, chunks c{join} "
-            f"WHERE c.tenant_id = :tenant AND c.tsv @@ terms.q{where} "
-            "ORDER BY score DESC, c.id LIMIT :limit"
-        ),
-        {"tenant": tenant_id, "language": language, "query": query, "limit": limit, **params},
-    )
-    return [(r[0], r[1], float(r[2])) for r in rows]
 
 
 async def vector_candidates(

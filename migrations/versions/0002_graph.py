@@ -18,7 +18,12 @@ branch_labels = None
 depends_on = None
 
 TENANT_TABLES = (
-    "entities", "entity_names", "edges", "mentions", "ontology_classes", "ontology_predicates",
+    "entities",
+    "entity_names",
+    "edges",
+    "mentions",
+    "ontology_classes",
+    "ontology_predicates",
     "jobs",
 )
 
@@ -58,9 +63,7 @@ def upgrade() -> None:
         """
     )
     op.execute("CREATE INDEX entity_names_lookup ON entity_names (tenant_id, norm_name)")
-    op.execute(
-        "CREATE INDEX entity_names_trgm ON entity_names USING gin (norm_name gin_trgm_ops)"
-    )
+    op.execute("CREATE INDEX entity_names_trgm ON entity_names USING gin (norm_name gin_trgm_ops)")
     op.execute(
         """
         CREATE TABLE edges (
@@ -240,6 +243,14 @@ def downgrade() -> None:
     for table in ("entities", "edges", "mentions", "memories"):
         op.execute(f"DROP TRIGGER IF EXISTS {table}_outbox ON {table}")
     op.execute("DROP FUNCTION IF EXISTS knowmind_outbox()")
-    for table in ("graph_outbox", "jobs", "ontology_predicates", "ontology_classes", "mentions",
-                  "edges", "entity_names", "entities"):
+    for table in (
+        "graph_outbox",
+        "jobs",
+        "ontology_predicates",
+        "ontology_classes",
+        "mentions",
+        "edges",
+        "entity_names",
+        "entities",
+    ):
         op.execute(f"DROP TABLE IF EXISTS {table} CASCADE")

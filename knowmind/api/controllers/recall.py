@@ -48,6 +48,7 @@ class RecallController(Controller):
             stages=data.stages,
             weights=weights,
             rerank=data.rerank,
+            fusion=data.fusion,
             hops=data.hops,
             explain=data.explain,
         )

@@ -1,0 +1,261 @@
+"""Okapi BM25 over the inverted index ``chunk_terms`` (migration 0004), with exact per-tenant
+statistics: query analysis, vocabulary look-ups (typos, compounds) and bounded scoring."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from knowmind.store.search import MemoryFilters
+
+__all__ = [
+    "BM25Request",
+    "CorpusStats",
+    "ScoredTerm",
+    "analyse_query",
+    "bm25_candidates",
+    "bm25_plan",
+    "idf",
+    "lexeme_dfs",
+    "lexemes_extending",
+    "similar_lexemes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    chunk_count: int
+    total_length: int
+
+    @property
+    def avgdl(self) -> float:
+        return self.total_length / self.chunk_count if self.chunk_count else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTerm:
+    """A lexeme the query scores with: its df and a weight multiplying its idf (1 for a query
+    term, less for an expansion such as a typo correction or a compound part)."""
+
+    lexeme: str
+    df: int
+    weight: float = 1.0
+
+
+def idf(chunk_count: int, df: int) -> float:
+    """Lucene's BM25 idf, never negative."""
+    return math.log(1 + (chunk_count - df + 0.5) / (df + 0.5))
+
+
+async def analyse_query(
+    conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
+) -> tuple[dict[str, int], CorpusStats]:
+    """{lexeme: df} of the query analysed with each text-search configuration in
+    ``languages`` (the union), in the order the words appear in the query; and the tenant's
+    corpus statistics (one round trip)."""
+    rows = (
+        await conn.execute(
+            text(
+                "WITH q AS (SELECT w.lexeme, min(p) AS pos FROM "
+                "unnest(CAST(:languages AS regconfig[])) AS cfg, "
+                "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p "
+                "GROUP BY w.lexeme), "
+                "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
+                "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length "
+                "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
+                "LEFT JOIN bm25_lexemes l ON l.tenant_id = :t AND l.lexeme = q.lexeme "
+                "ORDER BY q.pos, q.lexeme"
+            ),
+            {"t": tenant_id, "languages": list(languages), "query": query},
+        )
+    ).all()
+    stats = CorpusStats(int(rows[0][2] or 0), int(rows[0][3] or 0))
+    return {r[0]: int(r[1]) for r in rows if r[0] is not None}, stats
+
+
+async def similar_lexemes(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
+) -> dict[str, list[tuple[str, float, int]]]:
+    """{lexeme: [(vocabulary lexeme, trigram similarity, df), …]} best first (ties: higher df),
+    at most ``per_term`` each, similarity ≥ ``threshold`` (nearest by the trigram KNN index)."""
+    if not lexemes:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT q.lexeme, c.lexeme, c.sim, c.df FROM unnest(CAST(:lexemes AS text[])) "
+            "AS q(lexeme) CROSS JOIN LATERAL (SELECT l.lexeme, similarity(l.lexeme, q.lexeme) "
+            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme <> q.lexeme "
+            "ORDER BY lower(l.lexeme) <-> q.lexeme LIMIT :n) c"
+        ),
+        {"t": tenant_id, "lexemes": list(lexemes), "n": 2 * per_term},
+    )
+    found: dict[str, list[tuple[str, float, int]]] = {}
+    for query_lexeme, lexeme, sim, df in rows:
+        if sim >= threshold:
+            found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
+    return {
+        q: sorted(c, key=lambda x: (-round(x[1], 6), -x[2], x[0]))[:per_term]
+        for q, c in found.items()
+    }
+
+
+async def lexeme_dfs(
+    conn: AsyncConnection, tenant_id: UUID, words: Sequence[str]
+) -> dict[str, int]:
+    """{word: df} of the words that are in the tenant's vocabulary."""
+    if not words:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT lexeme, df FROM bm25_lexemes WHERE tenant_id = :t "
+            "AND lexeme = ANY(CAST(:words AS text[]))"
+        ),
+        {"t": tenant_id, "words": sorted(set(words))},
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
+
+async def lexemes_extending(
+    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_extra: int
+) -> dict[str, list[tuple[str, int]]]:
+    """{lexeme: [(vocabulary lexeme, df), …]}: the tenant's lexemes that start or end with the
+    lexeme and are at least ``min_extra`` letters longer (prefix and suffix range scans)."""
+    if not lexemes:
+        return {}
+    rows = await conn.execute(
+        text(
+            "SELECT q.lexeme, x.lexeme, x.df FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
+            "CROSS JOIN LATERAL (SELECT l.lexeme, l.df FROM bm25_lexemes l "
+            " WHERE l.tenant_id = :t AND l.lexeme > q.lexeme "
+            ' AND l.lexeme < q.lexeme || chr(1114111) COLLATE "C" '
+            " UNION SELECT l.lexeme, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t"
+            " AND l.reversed > reverse(q.lexeme)"
+            ' AND l.reversed < reverse(q.lexeme) || chr(1114111) COLLATE "C") x '
+            "WHERE length(x.lexeme) >= length(q.lexeme) + :m"
+        ),
+        {"t": tenant_id, "lexemes": list(lexemes), "m": min_extra},
+    )
+    found: dict[str, list[tuple[str, int]]] = {}
+    for query_lexeme, lexeme, df in rows:
+        found.setdefault(query_lexeme, []).append((lexeme, int(df)))
+    return found
+
+
+def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list[int]:
+    """How many postings to read per term (in ``terms`` order): the rarest terms first, each
+    all of its postings up to an equal share of what is left of ``budget`` (at least
+    ``floor``). A term read to its df is scored exactly from its postings."""
+    depths = [0] * len(terms)
+    remaining = budget
+    order = sorted(range(len(terms)), key=lambda i: (terms[i].df, terms[i].lexeme))
+    for left, i in enumerate(order):
+        share = max(floor, remaining // (len(order) - left))
+        depths[i] = min(terms[i].df, share)
+        remaining = max(0, remaining - depths[i])
+    return depths
+
+
+def _bm25_sql(where: str, exhaustive: bool) -> str:
+    weight = "q.weight * t.tf * (p.k1 + 1) / (t.tf + p.k1 * (1 - p.b + p.b * t.doc_len / p.avgdl))"
+    if exhaustive:
+        scored = (
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM q CROSS JOIN p JOIN chunk_terms t "
+            "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme GROUP BY t.chunk_id"
+        )
+    else:
+        scored = (
+            "WITH post AS MATERIALIZED (SELECT q.lexeme, p.chunk_id, p.tf, p.doc_len FROM q "
+            "CROSS JOIN LATERAL (SELECT t.chunk_id, t.tf, t.doc_len FROM chunk_terms t "
+            "WHERE t.tenant_id = :tenant AND t.lexeme = q.lexeme "
+            "ORDER BY t.impact DESC LIMIT q.depth) p), "
+            "cand AS (SELECT DISTINCT chunk_id FROM post), "
+            "found AS (SELECT post.* FROM post JOIN q USING (lexeme) WHERE q.depth >= q.df "
+            "UNION ALL SELECT t.lexeme, t.chunk_id, t.tf, t.doc_len FROM q CROSS JOIN cand "
+            "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
+            "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df) "
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM found t JOIN q USING (lexeme) "
+            "CROSS JOIN p GROUP BY t.chunk_id"
+        )
+    return (
+        "WITH q AS MATERIALIZED (SELECT * FROM unnest(CAST(:lexemes AS text[]), "
+        "CAST(:weights AS float8[]), CAST(:dfs AS int[]), CAST(:depths AS int[])) "
+        "AS q(lexeme, weight, df, depth)), "
+        "p AS (SELECT CAST(:k1 AS float8) AS k1, CAST(:b AS float8) AS b, "
+        "CAST(:avgdl AS float8) AS avgdl), "
+        f"scored AS MATERIALIZED ({scored} ORDER BY score DESC, chunk_id LIMIT :shortlist) "
+        "SELECT s.chunk_id, c.memory_id, s.score FROM scored s JOIN chunks c "
+        "ON c.tenant_id = :tenant AND c.id = s.chunk_id JOIN memories m "
+        f"ON m.tenant_id = c.tenant_id AND m.id = c.memory_id WHERE true{where} "
+        "ORDER BY s.score DESC, s.chunk_id LIMIT :limit"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Request:
+    """One BM25 scoring: the query's terms, the corpus statistics, filters and parameters.
+    ``websearch`` (language, query) keeps only chunks matching ``websearch_to_tsquery``."""
+
+    tenant_id: UUID
+    terms: Sequence[ScoredTerm]
+    stats: CorpusStats
+    filters: MemoryFilters
+    limit: int
+    k1: float
+    b: float
+    budget: int
+    websearch: tuple[str, str] | None = None
+
+    def statement(self, exhaustive: bool = False) -> tuple[str, dict[str, Any], bool]:
+        """SQL, parameters, and whether some term's postings are read only in part."""
+        terms = [t for t in self.terms if t.df > 0]
+        depths = posting_depths(terms, self.budget, floor=2 * self.limit)
+        where, filter_params = self.filters.sql()
+        if self.websearch is not None:
+            where += (
+                " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
+            )
+            filter_params |= {"ws_language": self.websearch[0], "ws_query": self.websearch[1]}
+        params: dict[str, Any] = {
+            "tenant": self.tenant_id,
+            "lexemes": [t.lexeme for t in terms],
+            "weights": [t.weight * idf(self.stats.chunk_count, t.df) for t in terms],
+            "dfs": [t.df for t in terms],
+            "depths": depths,
+            "k1": self.k1,
+            "b": self.b,
+            "avgdl": max(self.stats.avgdl, 1e-9),
+            "limit": self.limit,
+            "shortlist": 2**31 - 1 if exhaustive else 2 * self.limit + 20,
+            **filter_params,
+        }
+        truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
+        return _bm25_sql(where, exhaustive), params, truncated or sum(depths) > params["shortlist"]
+
+
+async def bm25_candidates(
+    conn: AsyncConnection, request: BM25Request
+) -> list[tuple[UUID, UUID, float]]:
+    """(chunk id, memory id, BM25 score), best first. Candidates come from the best postings
+    of each term (bounded by ``budget``, rarest terms first) and are then scored exactly;
+    when the filters leave fewer than ``limit`` of them, the filtered chunks are scored."""
+    if not any(t.df > 0 for t in request.terms) or request.stats.chunk_count == 0:
+        return []
+    sql, params, partial = request.statement()
+    rows = (await conn.execute(text(sql), params)).all()
+    if len(rows) < request.limit and partial:
+        sql, params, _ = request.statement(exhaustive=True)
+        rows = (await conn.execute(text(sql), params)).all()
+    return [(r[0], r[1], float(r[2])) for r in rows]
+
+
+async def bm25_plan(conn: AsyncConnection, request: BM25Request) -> str:
+    """The executed plan of the bounded BM25 statement (EXPLAIN ANALYZE), for checks."""
+    sql, params, _ = request.statement()
+    rows = await conn.execute(text(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}"), params)
+    return "\n".join(r[0] for r in rows)
