@@ -63,7 +63,7 @@ class DocumentService(MemoryWriter):
         norm_title = normalise_name(title) or title.lower()
         sha = content_sha256(draft.content)
         contents, embeddings, embedded_by = await self._chunks(draft, title)
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             existing = await self._existing(conn, tenant, draft, norm_title)
             if existing and existing.content_sha256 == sha and existing.title == title:
                 ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)

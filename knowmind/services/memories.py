@@ -72,7 +72,7 @@ class MemoryService(MemoryWriter):
             metadata=draft.metadata or {},
             sha256=sha,
         )
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
@@ -120,7 +120,7 @@ class MemoryService(MemoryWriter):
             self.ingest.chunk_target_chars,
             self.ingest.chunk_overlap_chars,
         )
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             old = await memory_store.close_validity(conn, tenant, target_id)
             if old is None:
                 if await memory_store.get_memory(conn, tenant, target_id) is None:
@@ -171,7 +171,7 @@ class MemoryService(MemoryWriter):
 
     async def delete(self, who: Principal, memory_id: UUID) -> int:
         tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             ontology = await self.graph.ontology(conn, tenant)
             await remove_node_edges(conn, tenant, ontology, memory_id)
             removed = await memory_store.delete_memory(conn, tenant, memory_id)

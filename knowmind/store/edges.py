@@ -10,6 +10,7 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.db.engine import tenant_write_lock_key
 from knowmind.store.scalars import maybe_id, one_id
 
 __all__ = [
@@ -29,7 +30,7 @@ async def lock_tenant_graph(conn: AsyncConnection, tenant_id: UUID) -> None:
     """Serialise a tenant's graph writes so derived edges are computed from a complete view."""
     await conn.execute(
         text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-        {"key": f"knowmind-graph:{tenant_id}"},
+        {"key": tenant_write_lock_key(tenant_id)},
     )
 
 
