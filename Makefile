@@ -31,6 +31,7 @@ run: install
 
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	tests/private-net.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 BENCH_OUT ?= bench-out
@@ -52,6 +53,7 @@ bench: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check knowmind tests
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

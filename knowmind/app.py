@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -35,7 +36,7 @@ __all__ = ["create_app"]
 
 
 def _provide_runtime(state: State) -> Runtime:
-    return state.runtime
+    return cast(Runtime, state.runtime)  # set in create_app; State is untyped
 
 
 def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar:

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import structlog
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from structlog.tracebacks import ExceptionDictTransformer
 
@@ -51,7 +52,7 @@ class RequestLogMiddleware:
         self.log = structlog.get_logger("knowmind.access")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
         request_id = _request_id(scope)

@@ -290,3 +290,44 @@ async def test_erasing_a_document_and_a_tenant(client, db):
     assert (await client.get("/v1/memories", headers=tenant.read)).status_code == 401
     missing = await client.delete(f"/v1/admin/tenants/{uuid.uuid4()}", headers=ADMIN_HEADERS)
     assert missing.status_code == 404
+
+
+async def test_concurrent_supersede_and_delete_of_one_memory_never_fail(client, tenant):
+    """Both write chunks (and so the tenant's BM25 statistics) and lock the memory: without one
+    lock order per tenant they deadlock and one of them answers 500."""
+    for round_ in range(6):
+        stored = await client.post(
+            "/v1/memories",
+            json={"content": f"Der Vertrag {round_} läuft bis Ende März."},
+            headers=tenant.write,
+        )
+        memory_id = stored.json()["id"]
+        supersede, delete = await asyncio.gather(
+            client.post(
+                f"/v1/memories/{memory_id}/supersede",
+                json={"new_content": f"Der Vertrag {round_} läuft bis Ende Juni."},
+                headers=tenant.write,
+            ),
+            client.delete(f"/v1/memories/{memory_id}", headers=tenant.write),
+        )
+        assert supersede.status_code in (201, 404), supersede.text
+        assert delete.status_code in (204, 404), delete.text
+
+
+async def test_write_transactions_of_one_tenant_take_turns(db, tenant):
+    """The tenant write lock: a second write transaction of the same tenant waits for the
+    first (so all of them lock rows in one order); another tenant's does not wait."""
+    first_done = asyncio.Event()
+    async with db.tenant_tx(uuid.UUID(tenant.id), write=True):
+
+        async def second() -> bool:
+            async with db.tenant_tx(uuid.UUID(tenant.id), write=True):
+                return first_done.is_set()
+
+        waiting = asyncio.create_task(second())
+        async with db.tenant_tx(uuid.uuid4(), write=True):  # another tenant: no wait
+            pass
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        first_done.set()
+    assert await waiting

@@ -51,16 +51,8 @@ class World:
 
 
 async def _entity(conn, tenant: UUID, name: str) -> UUID:
-    return await entity_store.insert_entity_if_missing(
-        conn,
-        tenant,
-        name=name,
-        norm_name=normalise_name(name),
-        entity_class="Thing",
-        description=None,
-        origin="api",
-        confidence=1.0,
-    )
+    new = entity_store.NewEntity(name=name, norm_name=normalise_name(name), entity_class="Thing")
+    return await entity_store.insert_entity_if_missing(conn, tenant, new)
 
 
 async def _memory(conn, tenant: UUID, content: str) -> UUID:

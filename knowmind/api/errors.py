@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -46,18 +47,20 @@ def _field_of(error: ValidationException) -> tuple[str, str]:
     return "body", str(error.detail)
 
 
-def on_validation_error(_: Request, error: ValidationException) -> Response[dict[str, Any]]:
+def on_validation_error(
+    _: Request[Any, Any, Any], error: ValidationException
+) -> Response[dict[str, Any]]:
     field, message = _field_of(error)
     return _body(HTTP_422_UNPROCESSABLE_ENTITY, f"{field}: {message}", field=field)
 
 
-def on_knowmind_error(_: Request, error: KnowmindError) -> Response[dict[str, Any]]:
+def on_knowmind_error(_: Request[Any, Any, Any], error: KnowmindError) -> Response[dict[str, Any]]:
     if isinstance(error, InvalidInputError):
         return _body(error.status_code, str(error), field=error.field)
     return _body(error.status_code, str(error))
 
 
-def on_http_error(_: Request, error: HTTPException) -> Response[dict[str, Any]]:
+def on_http_error(_: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
     if isinstance(error.__cause__, SerializationException):  # the body is not valid JSON
         detail = f"body: malformed JSON ({error.detail})"
         return _body(HTTP_422_UNPROCESSABLE_ENTITY, detail, field="body")
@@ -67,12 +70,14 @@ def on_http_error(_: Request, error: HTTPException) -> Response[dict[str, Any]]:
     return response
 
 
-def on_unexpected_error(_: Request, error: Exception) -> Response[dict[str, Any]]:
+def on_unexpected_error(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
     log.exception("request.unhandled_error", error_type=type(error).__name__)
     return _body(HTTP_500_INTERNAL_SERVER_ERROR, "internal server error")
 
 
-exception_handlers = {
+ErrorHandler = Callable[[Request[Any, Any, Any], Any], Response[dict[str, Any]]]
+
+exception_handlers: dict[type[Exception], ErrorHandler] = {
     ValidationException: on_validation_error,
     KnowmindError: on_knowmind_error,
     HTTPException: on_http_error,
@@ -80,9 +85,9 @@ exception_handlers = {
 }
 
 
-def error_response(request: Request, error: Exception) -> Response[dict[str, Any]]:
+def error_response(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
     """The response the handlers above give for ``error`` (most specific handler first)."""
     for kind, handler in exception_handlers.items():
         if isinstance(error, kind):
-            return handler(request, error)  # type: ignore[operator]
+            return handler(request, error)
     return on_unexpected_error(request, error)

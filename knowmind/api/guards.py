@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
@@ -19,7 +21,9 @@ __all__ = ["auth_guard", "provide_principal"]
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="knowmind"'}
 
 
-async def auth_guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+async def auth_guard(
+    connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+) -> None:
     needed = handler.opt.get("scope")
     if needed is None:
         return
@@ -36,5 +40,5 @@ async def auth_guard(connection: ASGIConnection, handler: BaseRouteHandler) -> N
     connection.state.principal = principal
 
 
-def provide_principal(request: Request) -> Principal:
-    return request.state.principal
+def provide_principal(request: Request[Any, Any, Any]) -> Principal:
+    return cast(Principal, request.state.principal)  # set by auth_guard; State is untyped

@@ -116,7 +116,9 @@ class MCPController(Controller):
     tags = ["mcp"]
 
     @post("/", status_code=HTTP_200_OK, summary="MCP message (JSON-RPC 2.0)")
-    async def message(self, request: Request, runtime: NamedDependency[Runtime]) -> Response[bytes]:
+    async def message(
+        self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
+    ) -> Response[bytes]:
         token = bearer_token(request.headers.get("authorization"))
         if token is None:
             return _unauthorized("missing bearer token")

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-__all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url"]
+__all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url", "tenant_write_lock_key"]
 
 APP_ROLE = "knowmind_app"
 
@@ -38,11 +38,18 @@ def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEng
     settings = {**SERVER_SETTINGS, "knowmind.graph_mirror": "on" if graph_mirror else "off"}
     return create_async_engine(
         normalise_url(url),
+        # A failing statement's parameters (memory content, query text) must never reach a log.
+        hide_parameters=True,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
         connect_args={"server_settings": settings},
     )
+
+
+def tenant_write_lock_key(tenant_id: UUID) -> str:
+    """The advisory lock that serialises a tenant's memory and graph writes (re-entrant)."""
+    return f"knowmind-graph:{tenant_id}"
 
 
 @dataclass(slots=True)
@@ -62,13 +69,25 @@ class Database:
         )
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant_id: UUID) -> AsyncIterator[AsyncConnection]:
-        """A transaction as the app role, scoped by row-level security to one tenant."""
+    async def tenant_tx(
+        self, tenant_id: UUID, *, write: bool = False
+    ) -> AsyncIterator[AsyncConnection]:
+        """A transaction as the app role, scoped by row-level security to one tenant.
+
+        ``write``: the transaction changes memories or chunks. It first takes the tenant's write
+        lock, so every such transaction locks in one order (tenant, then memory rows, then the
+        tenant's BM25 statistics) and two of them can never deadlock.
+        """
         async with self.app.begin() as conn:
             await conn.execute(
                 text("SELECT set_config('app.tenant_id', :tenant, true)"),
                 {"tenant": str(tenant_id)},
             )
+            if write:
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                    {"key": tenant_write_lock_key(tenant_id)},
+                )
             yield conn
 
     @asynccontextmanager

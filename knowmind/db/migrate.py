@@ -97,7 +97,7 @@ async def read_embedding_meta(url: str) -> tuple[str | None, int | None]:
             rows = (await conn.execute(text("SELECT key, value FROM knowmind_meta"))).all()
     finally:
         await engine.dispose()
-    meta = dict(rows)
+    meta: dict[str, str] = {str(key): str(value) for key, value in rows}
     dim = meta.get("embedding_dim")
     return meta.get("embedding_model"), int(dim) if dim else None
 

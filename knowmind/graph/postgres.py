@@ -54,30 +54,24 @@ async def link(
     Returns (edge id, twin edge id)."""
     ontology.check_link(predicate, source.graph_class, target.graph_class)
     await edge_store.lock_tenant_graph(conn, tenant_id)
-    edge_id = await edge_store.insert_edge(
-        conn,
-        tenant_id,
-        from_id=source.id,
-        from_kind=source.kind,
-        to_id=target.id,
-        to_kind=target.kind,
-        predicate=predicate.name,
-        confidence=confidence,
-        properties=properties,
-    )
-    twin_id = None
-    if predicate.twin and source.id != target.id:
-        twin_id = await edge_store.insert_edge(
+
+    async def draw(start: Node, end: Node, name: str) -> UUID:
+        return await edge_store.insert_edge(
             conn,
             tenant_id,
-            from_id=target.id,
-            from_kind=target.kind,
-            to_id=source.id,
-            to_kind=source.kind,
-            predicate=predicate.twin,
+            from_id=start.id,
+            from_kind=start.kind,
+            to_id=end.id,
+            to_kind=end.kind,
+            predicate=name,
             confidence=confidence,
             properties=properties,
         )
+
+    edge_id = await draw(source, target, predicate.name)
+    twin_id = None
+    if predicate.twin and source.id != target.id:
+        twin_id = await draw(target, source, predicate.twin)
         await edge_store.set_inverse(conn, tenant_id, edge_id, twin_id)
     await refresh_derived(conn, tenant_id, ontology, [predicate.name, predicate.twin or ""])
     return edge_id, twin_id

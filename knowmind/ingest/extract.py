@@ -107,14 +107,12 @@ async def _candidate(conn: AsyncConnection, tenant_id: UUID, span: Any) -> tuple
             return entity.id, 0
     if existing:
         return existing[0].id, 0
-    entity_id = await entity_store.insert_entity_if_missing(
-        conn,
-        tenant_id,
+    new = entity_store.NewEntity(
         name=span.text,
         norm_name=norm,
         entity_class=span.entity_class,
-        description=None,
         origin="ner",
         confidence=span.confidence,
     )
+    entity_id = await entity_store.insert_entity_if_missing(conn, tenant_id, new)
     return entity_id, 1

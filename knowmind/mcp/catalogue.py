@@ -7,7 +7,7 @@ doors accept the same input (``tests/test_contract.py`` compares them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict, Unpack
 
 from knowmind.contract import limits as c
 from knowmind.contract.limits import json_schema as _schema
@@ -113,13 +113,32 @@ class ToolSpec:
         }
 
 
+class _Hints(TypedDict, total=False):
+    destructive: bool
+    idempotent: bool
+    aliases: tuple[str, ...]
+
+
+def _read(
+    name: str, title: str, description: str, schema: dict[str, Any], **hints: Unpack[_Hints]
+) -> ToolSpec:
+    """A tool that only reads (read scope, read-only hint)."""
+    return ToolSpec(name, title, description, "read", schema, read_only=True, **hints)
+
+
+def _write(
+    name: str, title: str, description: str, schema: dict[str, Any], **hints: Unpack[_Hints]
+) -> ToolSpec:
+    """A tool that changes the tenant's data (write scope)."""
+    return ToolSpec(name, title, description, "write", schema, read_only=False, **hints)
+
+
 SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec(
+    _read(
         "knowmind_recall_memories",
         "Recall memories",
         "Hybrid recall over the tenant's memories and documents (full text + vector + graph "
         "hops, fused and reranked). Returns the top-k chunks, each with score and source.",
-        "read",
         _object(
             {
                 "query": _QUERY,
@@ -128,15 +147,13 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("query",),
         ),
-        read_only=True,
         aliases=("knowmind_recall",),
     ),
-    ToolSpec(
+    _read(
         "knowmind_recall_at_time",
         "Recall memories valid at a point in time",
         "Like knowmind_recall_memories, restricted to memories valid at as_of "
         "(valid_from <= as_of < valid_to); superseded facts answer for their own time.",
-        "read",
         _object(
             {
                 "query": _QUERY,
@@ -149,15 +166,13 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("query",),
         ),
-        read_only=True,
     ),
-    ToolSpec(
+    _write(
         "knowmind_store_memory",
         "Store a memory",
         "Store a fact, event, procedure or reference (append-only; identical content is "
         "reported as unchanged). Optional relations link the memory to named entities. "
         "Returns the memory id. Unknown keys are ignored.",
-        "write",
         _object(
             {
                 "content": _schema(c.Content, "the memory text"),
@@ -171,14 +186,12 @@ SPECS: tuple[ToolSpec, ...] = (
             ("content",),
             extra_keys=True,
         ),
-        read_only=False,
     ),
-    ToolSpec(
+    _write(
         "knowmind_upload_document",
         "Upload a document",
         "Chunk, embed and index a document. The title is the upsert key: a document with the "
         "same title replaces the old version. Returns the document id and number of chunks.",
-        "write",
         _object(
             {
                 "content": _schema(c.Content, "the document text"),
@@ -188,15 +201,13 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("content",),
         ),
-        read_only=False,
         destructive=True,
     ),
-    ToolSpec(
+    _write(
         "knowmind_update_fact",
         "Update a fact (bi-temporal)",
         "Supersede a memory: the old one stays in history (valid_to = now), a new memory "
         "valid from now replaces it, linked new -SUPERSEDES-> old with the reason.",
-        "write",
         _object(
             {
                 "target_id": _uuid("id of the memory to supersede"),
@@ -206,15 +217,13 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("target_id", "new_title", "new_content"),
         ),
-        read_only=False,
         idempotent=False,
     ),
-    ToolSpec(
+    _write(
         "knowmind_upsert_entity",
         "Create or find an entity",
         "Create-or-return the node for a named thing; the same (name, entity_class) always "
         "returns the same id.",
-        "write",
         _object(
             {
                 "name": _schema(c.Name, "the entity's name"),
@@ -224,15 +233,13 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("name", "entity_class"),
         ),
-        read_only=False,
         aliases=("knowmind_entity",),
     ),
-    ToolSpec(
+    _write(
         "knowmind_link_entities",
         "Link two nodes",
         "Draw a typed edge between two nodes (memories or entities); the inverse edge is "
         "created too. Idempotent.",
-        "write",
         _object(
             {
                 "from_id": _uuid(_NODE),
@@ -242,14 +249,12 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("from_id", "to_id", "rel_type"),
         ),
-        read_only=False,
         aliases=("knowmind_link",),
     ),
-    ToolSpec(
+    _write(
         "knowmind_unlink_entities",
         "Unlink two nodes",
         "Remove a typed edge and its inverse; removing an edge that does not exist is a no-op.",
-        "write",
         _object(
             {
                 "from_id": _uuid(_NODE),
@@ -258,52 +263,41 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("from_id", "to_id", "rel_type"),
         ),
-        read_only=False,
         destructive=True,
         aliases=("knowmind_unlink",),
     ),
-    ToolSpec(
+    _read(
         "knowmind_list_relations",
         "List relations of a node",
         "All incoming and outgoing edges of one node with edge type and the connected node.",
-        "read",
         _object({"memory_id": _uuid(_NODE)}, ("memory_id",)),
-        read_only=True,
     ),
-    ToolSpec(
+    _read(
         "knowmind_list_recent",
         "List recent memories",
         "The newest memories and documents first (by created_at).",
-        "read",
         _object({"k": _int("number of entries", 1, 50, 10)}),
-        read_only=True,
     ),
-    ToolSpec(
+    _read(
         "knowmind_get_stats",
         "Statistics",
         "Counts for the tenant: memories, graph edges, vector chunks.",
-        "read",
         _object({}),
-        read_only=True,
         aliases=("knowmind_stats",),
     ),
-    ToolSpec(
+    _read(
         "knowmind_get_health",
         "Health",
         "Status per component (PostgreSQL, memory service, graph).",
-        "read",
         _object({}),
-        read_only=True,
         aliases=("knowmind_health",),
     ),
-    ToolSpec(
+    _read(
         "knowmind_get_schema",
         "Relation catalogue",
         "Every relation type with its subject and object classes and when to use it, and the "
         "entity classes.",
-        "read",
         _object({}),
-        read_only=True,
         aliases=("knowmind_schema",),
     ),
 )

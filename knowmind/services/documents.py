@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.markdown import chunk_markdown
 from knowmind.ingest.pipeline import index_language, passage_text
 from knowmind.linking.names import normalise_name
-from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import content_sha256
-from knowmind.services.recipe import insert_memory
-from knowmind.settings import IngestSettings
+from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import documents as document_store
 from knowmind.store import memories as memory_store
 
@@ -56,19 +52,7 @@ class DocumentResult:
     embedded_by: str = "server"  # or "client": the client's chunk embeddings were used
 
 
-class DocumentService:
-    def __init__(
-        self,
-        db: Database,
-        embedder: EmbeddingExecutor,
-        ingest: IngestSettings,
-        graph: GraphService,
-        on_job_enqueued: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.db, self.embedder, self.ingest, self.graph = db, embedder, ingest, graph
-        self.on_job_enqueued = on_job_enqueued
-        self._detect_language = ingest.bm25_memory_language == "on"
-
+class DocumentService(MemoryWriter):
     async def upload(self, who: Principal, draft: DocumentDraft) -> DocumentResult:
         """Store a document; a document with the same title (or ``replace_document_id``) is
         replaced atomically and keeps its id."""
@@ -79,7 +63,7 @@ class DocumentService:
         norm_title = normalise_name(title) or title.lower()
         sha = content_sha256(draft.content)
         contents, embeddings, embedded_by = await self._chunks(draft, title)
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             existing = await self._existing(conn, tenant, draft, norm_title)
             if existing and existing.content_sha256 == sha and existing.title == title:
                 ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)

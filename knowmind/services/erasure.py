@@ -33,14 +33,14 @@ class ErasureService:
 
     async def erase_memory(self, who: Principal, memory_id: UUID) -> dict[str, dict[str, int]]:
         tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             if await memory_store.get_memory(conn, tenant, memory_id) is None:
                 raise NotFoundError(f"memory {memory_id} not found")
             return await self._erase(conn, tenant, [memory_id], documents=0)
 
     async def erase_document(self, who: Principal, document_id: UUID) -> dict[str, dict[str, int]]:
         tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             if await find_document(conn, tenant, document_id=document_id, lock=True) is None:
                 raise NotFoundError(f"document {document_id} not found")
             memory_ids = await memory_store.memory_ids_of_document(conn, tenant, document_id)

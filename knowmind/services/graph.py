@@ -17,7 +17,7 @@ from knowmind.services.auth import Principal, tenant_of
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
 from knowmind.store import ontology as ontology_store
-from knowmind.store.entities import EntityRow
+from knowmind.store.entities import EntityRow, NewEntity
 
 __all__ = ["GraphService", "InlineRelation", "PredicateDraft"]
 
@@ -109,12 +109,14 @@ class GraphService:
             return await entity_store.upsert_entity(
                 conn,
                 tenant,
-                name=name.strip(),
-                norm_name=norm,
-                entity_class=entity_class,
-                description=description,
-                aliases=clean_aliases,
-                alias_norms=[normalise_name(a) for a in clean_aliases],
+                NewEntity(
+                    name=name.strip(),
+                    norm_name=norm,
+                    entity_class=entity_class,
+                    description=description,
+                    aliases=tuple(clean_aliases),
+                    alias_norms=tuple(normalise_name(a) for a in clean_aliases),
+                ),
             )
 
     async def get_entity(self, who: Principal, entity_id: UUID) -> EntityRow:
@@ -254,16 +256,14 @@ class GraphService:
                     field, f"{name!r}: give its class, one of {sorted(fitting)}"
                 )
             entity_class = next(iter(fitting))
-        entity_id = await entity_store.insert_entity_if_missing(
-            conn,
-            tenant,
+        new = NewEntity(
             name=name.strip(),
             norm_name=norm,
             entity_class=entity_class,
             description=description,
             origin="inline",
-            confidence=1.0,
         )
+        entity_id = await entity_store.insert_entity_if_missing(conn, tenant, new)
         return graph.Node(entity_id, "entity", entity_class)
 
 

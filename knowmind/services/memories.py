@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.pipeline import index_language, prepare_chunks
-from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.graph import GraphService, InlineRelation
-from knowmind.services.recipe import insert_memory
-from knowmind.settings import IngestSettings
+from knowmind.services.graph import InlineRelation
+from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import memories as memory_store
 from knowmind.store.rows import MemoryRow
 
@@ -51,22 +47,7 @@ def content_sha256(content: str) -> bytes:
     return hashlib.sha256(content.encode()).digest()
 
 
-class MemoryService:
-    def __init__(
-        self,
-        db: Database,
-        embedder: EmbeddingExecutor,
-        ingest: IngestSettings,
-        graph: GraphService,
-        on_job_enqueued: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.db = db
-        self.embedder = embedder
-        self.ingest = ingest
-        self.graph = graph
-        self.on_job_enqueued = on_job_enqueued
-        self._detect_language = ingest.bm25_memory_language == "on"
-
+class MemoryService(MemoryWriter):
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
         check_draft(draft)
@@ -91,7 +72,7 @@ class MemoryService:
             metadata=draft.metadata or {},
             sha256=sha,
         )
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
@@ -139,7 +120,7 @@ class MemoryService:
             self.ingest.chunk_target_chars,
             self.ingest.chunk_overlap_chars,
         )
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             old = await memory_store.close_validity(conn, tenant, target_id)
             if old is None:
                 if await memory_store.get_memory(conn, tenant, target_id) is None:
@@ -190,7 +171,7 @@ class MemoryService:
 
     async def delete(self, who: Principal, memory_id: UUID) -> int:
         tenant = tenant_of(who)
-        async with self.db.tenant_tx(tenant) as conn:
+        async with self.db.tenant_tx(tenant, write=True) as conn:
             ontology = await self.graph.ontology(conn, tenant)
             await remove_node_edges(conn, tenant, ontology, memory_id)
             removed = await memory_store.delete_memory(conn, tenant, memory_id)

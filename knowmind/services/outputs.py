@@ -41,23 +41,20 @@ _RELATION_FIELDS = (
 )
 
 
+def _pick(result: object, *names: str) -> dict[str, Any]:
+    """The named attributes of ``result``, in that order."""
+    return {name: getattr(result, name) for name in names}
+
+
+_MEMORY_ATTRS = (
+    *("id", "title", "content", "memory_type", "tags", "source", "domain", "metadata"),
+    *("created_at", "valid_from", "valid_to", "document_id"),
+)
+
+
 def memory_fields(row: MemoryRow) -> dict[str, Any]:
     """A memory as ``GET /v1/memories/{id}`` shows it."""
-    return {
-        "id": row.id,
-        "title": row.title,
-        "content": row.content,
-        "memory_type": row.memory_type,
-        "tags": row.tags,
-        "source": row.source,
-        "domain": row.domain,
-        "metadata": row.metadata,
-        "created_at": row.created_at,
-        "valid_from": row.valid_from,
-        "valid_to": row.valid_to,
-        "document_id": row.document_id,
-        "chunks": row.chunk_count,
-    }
+    return {**_pick(row, *_MEMORY_ATTRS), "chunks": row.chunk_count}
 
 
 def memory_preview(row: MemoryRow) -> dict[str, Any]:
@@ -68,16 +65,13 @@ def memory_preview(row: MemoryRow) -> dict[str, Any]:
     return preview
 
 
+_HIT_ATTRS = ("memory_id", "chunk_id", "title", "content", "source", "memory_type", "created_at")
+
+
 def recall_hit(hit: RecalledMemory, *, with_stages: bool = True) -> dict[str, Any]:
     """One recall result; ``stages`` is each stage's rank of the memory (REST shows it)."""
-    fields: dict[str, Any] = {
-        "memory_id": hit.chunk.memory_id,
-        "chunk_id": hit.chunk.chunk_id,
-        "title": hit.chunk.title,
-        "content": hit.chunk.content,
-        "source": hit.chunk.source,
-        "memory_type": hit.chunk.memory_type,
-        "created_at": hit.chunk.created_at,
+    fields = _pick(hit.chunk, *_HIT_ATTRS)
+    fields |= {
         "score": round(hit.score, 6),
         "rerank_score": None if hit.rerank_score is None else round(hit.rerank_score, 6),
     }
@@ -96,17 +90,11 @@ def recall_result(outcome: RecallOutcome, *, with_stages: bool = True) -> dict[s
 
 
 def remembered(done: Remembered) -> dict[str, Any]:
-    return {"id": done.id, "status": done.status, "chunks": done.chunks, "job_id": done.job_id}
+    return _pick(done, "id", "status", "chunks", "job_id")
 
 
 def document_result(done: DocumentResult) -> dict[str, Any]:
-    return {
-        "id": done.id,
-        "memory_id": done.memory_id,
-        "chunks": done.chunks,
-        "status": done.status,
-        "job_id": done.job_id,
-    }
+    return _pick(done, "id", "memory_id", "chunks", "status", "job_id")
 
 
 def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[InlineRelation, ...]:

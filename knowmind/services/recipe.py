@@ -4,19 +4,42 @@ all write through ``insert_memory``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
+from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.settings import IngestSettings
 from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
 
-__all__ = ["StoredMemory", "insert_memory"]
+__all__ = ["MemoryWriter", "StoredMemory", "insert_memory"]
+
+
+class MemoryWriter:
+    """What a service that writes memories needs (the memory and the document services)."""
+
+    def __init__(
+        self,
+        db: Database,
+        embedder: EmbeddingExecutor,
+        ingest: IngestSettings,
+        graph: GraphService,
+        on_job_enqueued: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.ingest = ingest
+        self.graph = graph
+        self.on_job_enqueued = on_job_enqueued
+        # index each memory in its detected language rather than the tenant's (BM25 stage)
+        self._detect_language = ingest.bm25_memory_language == "on"
 
 
 @dataclass(frozen=True, slots=True)

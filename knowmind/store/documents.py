@@ -9,6 +9,8 @@ import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import maybe_id
+
 __all__ = [
     "DocumentRow",
     "delete_document",
@@ -61,7 +63,8 @@ async def insert_document(
     sha256: bytes,
 ) -> UUID | None:
     """None when another document took the title first (a concurrent upload)."""
-    return await conn.scalar(
+    return await maybe_id(
+        conn,
         text(
             "INSERT INTO documents (tenant_id, title, norm_title, source, content_sha256) "
             "VALUES (:t, :title, :norm, :source, :sha) "

@@ -10,6 +10,9 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.db.engine import tenant_write_lock_key
+from knowmind.store.scalars import maybe_id, one_id
+
 __all__ = [
     "delete_edge_pair",
     "delete_node_edges",
@@ -27,7 +30,7 @@ async def lock_tenant_graph(conn: AsyncConnection, tenant_id: UUID) -> None:
     """Serialise a tenant's graph writes so derived edges are computed from a complete view."""
     await conn.execute(
         text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-        {"key": f"knowmind-graph:{tenant_id}"},
+        {"key": tenant_write_lock_key(tenant_id)},
     )
 
 
@@ -72,7 +75,8 @@ async def insert_edge(
         "props": properties or {},
         "d": derived,
     }
-    edge_id = await conn.scalar(
+    edge_id = await maybe_id(
+        conn,
         text(
             "INSERT INTO edges AS e (tenant_id, from_id, from_kind, to_id, to_kind, predicate, "
             "confidence, properties, derived) VALUES (:t, :f, :fk, :to, :tk, :p, :c, "
@@ -83,7 +87,8 @@ async def insert_edge(
         {**params, "props": json.dumps(params["props"])},
     )
     if edge_id is None:
-        edge_id = await conn.scalar(
+        edge_id = await one_id(
+            conn,
             text(
                 "SELECT id FROM edges WHERE tenant_id = :t AND from_id = :f AND predicate = :p "
                 "AND to_id = :to"
@@ -270,7 +275,7 @@ async def neighbour_links(
         ),
         {"t": tenant_id, "f": list(frontier), "per_node": per_node, "max_links": max_links},
     )
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 async def mentioned_entities(
@@ -284,4 +289,4 @@ async def mentioned_entities(
         ),
         {"t": tenant_id, "m": list(memory_ids)},
     )
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]

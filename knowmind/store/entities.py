@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -9,8 +11,11 @@ import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import maybe_id
+
 __all__ = [
     "EntityRow",
+    "NewEntity",
     "find_entities_by_norm",
     "get_entity",
     "insert_entity_if_missing",
@@ -36,18 +41,20 @@ class EntityRow(msgspec.Struct, frozen=True):
     score: float | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEntity:
+    name: str
+    norm_name: str
+    entity_class: str
+    description: str | None = None
+    aliases: tuple[str, ...] = ()
+    alias_norms: tuple[str, ...] = ()
+    origin: str = "api"
+    confidence: float = 1.0
+
+
 async def upsert_entity(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    *,
-    name: str,
-    norm_name: str,
-    entity_class: str,
-    description: str | None,
-    aliases: list[str],
-    alias_norms: list[str],
-    origin: str = "api",
-    confidence: float = 1.0,
+    conn: AsyncConnection, tenant_id: UUID, entity: NewEntity
 ) -> tuple[EntityRow, bool]:
     """Insert or merge (aliases united, description kept unless a new one is given).
     Returns the row and whether it was created."""
@@ -65,59 +72,45 @@ async def upsert_entity(
             ),
             {
                 "t": tenant_id,
-                "name": name,
-                "norm": norm_name,
-                "cls": entity_class,
-                "descr": description,
-                "aliases": aliases,
-                "origin": origin,
-                "conf": confidence,
+                "name": entity.name,
+                "norm": entity.norm_name,
+                "cls": entity.entity_class,
+                "descr": entity.description,
+                "aliases": list(entity.aliases),
+                "origin": entity.origin,
+                "conf": entity.confidence,
             },
         )
     ).one()
-    await _insert_names(conn, tenant_id, row.id, norm_name, alias_norms)
+    await _insert_names(conn, tenant_id, row.id, entity.norm_name, entity.alias_norms)
     values = dict(row._mapping)
     created = values.pop("created")
     return EntityRow(**values), bool(created)
 
 
 async def insert_entity_if_missing(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    *,
-    name: str,
-    norm_name: str,
-    entity_class: str,
-    description: str | None,
-    origin: str,
-    confidence: float,
+    conn: AsyncConnection, tenant_id: UUID, entity: NewEntity
 ) -> UUID:
     """Find-or-create without touching an existing entity (no needless row versions)."""
-    existing = await conn.scalar(
+    existing = await maybe_id(
+        conn,
         text(
             "SELECT id FROM entities WHERE tenant_id = :t AND norm_name = :n AND entity_class = :c"
         ),
-        {"t": tenant_id, "n": norm_name, "c": entity_class},
+        {"t": tenant_id, "n": entity.norm_name, "c": entity.entity_class},
     )
     if existing is not None:
         return existing
-    row, _ = await upsert_entity(
-        conn,
-        tenant_id,
-        name=name,
-        norm_name=norm_name,
-        entity_class=entity_class,
-        description=description,
-        aliases=[],
-        alias_norms=[],
-        origin=origin,
-        confidence=confidence,
-    )
+    row, _ = await upsert_entity(conn, tenant_id, entity)
     return row.id
 
 
 async def _insert_names(
-    conn: AsyncConnection, tenant_id: UUID, entity_id: UUID, norm_name: str, alias_norms: list[str]
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    entity_id: UUID,
+    norm_name: str,
+    alias_norms: Sequence[str],
 ) -> None:
     names = [norm_name, *[a for a in alias_norms if a and a != norm_name]]
     await conn.execute(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import text
@@ -35,7 +36,7 @@ TENANT_TABLES = (
 )
 
 
-async def _count_deleted(conn: AsyncConnection, sql: str, params: dict) -> int:
+async def _count_deleted(conn: AsyncConnection, sql: str, params: dict[str, Any]) -> int:
     return len((await conn.execute(text(sql + " RETURNING 1"), params)).all())
 
 

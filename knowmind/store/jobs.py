@@ -11,6 +11,8 @@ import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import one_id, one_str
+
 __all__ = ["JobRow", "claim_jobs", "enqueue_job", "finish_job", "get_job", "retry_or_fail_job"]
 
 _COLUMNS = (
@@ -36,7 +38,8 @@ class JobRow(msgspec.Struct, frozen=True):
 async def enqueue_job(
     conn: AsyncConnection, tenant_id: UUID, kind: str, payload: dict[str, Any]
 ) -> UUID:
-    return await conn.scalar(
+    return await one_id(
+        conn,
         text(
             "INSERT INTO jobs (tenant_id, kind, payload) VALUES (:t, :k, CAST(:p AS jsonb)) "
             "RETURNING id"
@@ -90,7 +93,8 @@ async def retry_or_fail_job(
     conn: AsyncConnection, tenant_id: UUID, job_id: UUID, error: str, backoff_seconds: float
 ) -> str:
     """Back off and retry, or give up after ``max_attempts``; returns the new status."""
-    return await conn.scalar(
+    return await one_str(
+        conn,
         text(
             "UPDATE jobs SET last_error = :e, locked_until = NULL, "
             "status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, "

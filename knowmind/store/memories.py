@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import msgspec
 import numpy as np
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.store.rows import MemoryRow
+from knowmind.store.rows import MemoryRow, MemoryValues
+from knowmind.store.scalars import maybe_id
 
 __all__ = [
     "NewMemory",
@@ -36,23 +37,16 @@ _MEMORY_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewMemory:
+class NewMemory(MemoryValues, frozen=True, kw_only=True):
     """Values of a memory about to be inserted."""
 
-    title: str | None
-    content: str
-    memory_type: str
-    tags: list[str]
-    source: str | None
-    domain: str | None
-    metadata: dict[str, Any]
     sha256: bytes
     document_id: UUID | None = None
 
 
 async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> UUID | None:
-    return await conn.scalar(
+    return await maybe_id(
+        conn,
         text(
             "SELECT id FROM memories WHERE tenant_id = :tenant AND content_sha256 = :sha "
             "AND document_id IS NULL AND superseded_at IS NULL"
@@ -95,7 +89,7 @@ async def chunk_counts(
 _INSERT_MEMORY = text(
     "INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
     "metadata, content_sha256, document_id) VALUES (:tenant, :title, :content, :memory_type, "
-    ":tags, :source, :domain, :metadata, :sha, :document_id) "
+    ":tags, :source, :domain, :metadata, :sha256, :document_id) "
     "ON CONFLICT (tenant_id, content_sha256) "
     "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
     "RETURNING id"
@@ -104,20 +98,10 @@ _INSERT_MEMORY = text(
 
 async def insert_memory(conn: AsyncConnection, tenant_id: UUID, memory: NewMemory) -> UUID | None:
     """The new id, or None when a sha-identical memory already exists (a concurrent insert)."""
-    return await conn.scalar(
+    return await maybe_id(
+        conn,
         _INSERT_MEMORY,
-        {
-            "tenant": tenant_id,
-            "title": memory.title,
-            "content": memory.content,
-            "memory_type": memory.memory_type,
-            "tags": memory.tags,
-            "source": memory.source,
-            "domain": memory.domain,
-            "metadata": memory.metadata,
-            "sha": memory.sha256,
-            "document_id": memory.document_id,
-        },
+        {"tenant": tenant_id, **msgspec.structs.asdict(memory)},
     )
 
 

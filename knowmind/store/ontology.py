@@ -26,7 +26,7 @@ async def load_extensions(
         ),
         {"t": tenant_id},
     )
-    return [tuple(r) for r in classes], [dict(r._mapping) for r in predicates]  # type: ignore[misc]
+    return [tuple(r) for r in classes], [dict(r._mapping) for r in predicates]
 
 
 async def insert_classes(conn: AsyncConnection, tenant_id: UUID, names: list[str]) -> None:

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 
-__all__ = ["ChunkHit", "MemoryRow", "TenantRow", "TokenRow"]
+__all__ = ["ChunkHit", "MemoryRow", "MemoryValues", "TenantRow", "TokenRow"]
 
 
 class TenantRow(msgspec.Struct, frozen=True):
@@ -27,8 +27,9 @@ class TokenRow(msgspec.Struct, frozen=True):
     created_at: datetime
 
 
-class MemoryRow(msgspec.Struct, frozen=True):
-    id: UUID
+class MemoryValues(msgspec.Struct, frozen=True, kw_only=True):
+    """What a memory says, as written and as read back."""
+
     title: str | None
     content: str
     memory_type: str
@@ -36,6 +37,10 @@ class MemoryRow(msgspec.Struct, frozen=True):
     source: str | None
     domain: str | None
     metadata: dict[str, Any]
+
+
+class MemoryRow(MemoryValues, frozen=True, kw_only=True):
+    id: UUID
     created_at: datetime
     valid_from: datetime
     valid_to: datetime | None

@@ -150,7 +150,8 @@ async def connected_entities(
 ) -> list[tuple[UUID, str]]:
     """(id, name) of entities one typed edge away from ``entity_id``; ``direction`` 'out':
     X -p-> node, 'in': node -p-> X (derived edges included)."""
-    clauses, params = [], {"tenant": tenant_id, "x": entity_id}
+    clauses: list[str] = []
+    params: dict[str, Any] = {"tenant": tenant_id, "x": entity_id}
     if direction in (None, "out"):
         clauses.append(
             "SELECT to_id AS node, predicate FROM edges WHERE tenant_id = :tenant "

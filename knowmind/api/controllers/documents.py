@@ -62,10 +62,10 @@ class DocumentController(Controller):
         return Response(None, status_code=HTTP_204_NO_CONTENT)
 
 
-def _knowmind_error(request: Request, error: Exception) -> Response[dict[str, str]]:
+def _knowmind_error(request: Request[Any, Any, Any], error: Exception) -> Response[dict[str, str]]:
     """knowmind's clients expect ``{"error": "..."}`` with a non-2xx status."""
     response = error_response(request, error)
-    detail = response.content.get("detail", "error")  # type: ignore[union-attr]
+    detail = response.content.get("detail", "error")
     return Response({"error": str(detail)}, status_code=response.status_code)
 
 
