@@ -125,7 +125,7 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
         sha256=p.sha,
     )
     try:
-        async with service.db.tenant_tx(tenant) as conn:
+        async with service.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
