@@ -17,6 +17,7 @@ from knowmind.db.engine import Database
 from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.logging import configure_logging
+from knowmind.models.base import Embedder
 from knowmind.models.factory import EmbedderSpecError, build_embedder
 from knowmind.services.admin import AdminService
 from knowmind.services.auth import new_admin_token
@@ -64,13 +65,7 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
     embedder = build_embedder(settings.models.embedder, settings.models.embedder_threads)
     settings, generated = ensure_admin_token(settings)
     with database(settings) as settings:
-        assert settings.database.database_url
-        upgrade(
-            settings.database.database_url,
-            embedder.model_id,
-            embedder.dim,
-            embedding_storage=settings.database.embedding_storage,
-        )
+        _migrate(settings, embedder)
         _print_banner(settings, generated)
         app = create_app(settings, embedder=embedder)
         # uvicorn shuts down gracefully, then re-raises SIGTERM; turn that into SystemExit so
@@ -112,16 +107,21 @@ def _print_banner(settings: Settings, generated_token: str | None) -> None:
     print("\n".join(lines), flush=True)
 
 
+def _migrate(settings: Settings, embedder: Embedder) -> None:
+    """Schema to head, recording (or checking) the embedder's model and dimension."""
+    assert settings.database.database_url
+    upgrade(
+        settings.database.database_url,
+        embedder.model_id,
+        embedder.dim,
+        embedding_storage=settings.database.embedding_storage,
+    )
+
+
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     embedder = build_embedder(settings.models.embedder, settings.models.embedder_threads)
     with database(settings) as settings:
-        assert settings.database.database_url
-        upgrade(
-            settings.database.database_url,
-            embedder.model_id,
-            embedder.dim,
-            embedding_storage=settings.database.embedding_storage,
-        )
+        _migrate(settings, embedder)
     print("schema is at head")
     return 0
 

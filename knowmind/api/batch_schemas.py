@@ -11,9 +11,9 @@ import msgspec
 from msgspec import Meta, Struct
 
 from knowmind.api.errors import field_of_message
-from knowmind.api.schemas import MemoryIn
+from knowmind.api.schemas import MemoryIn, memory_draft
+from knowmind.errors import InvalidInputError
 from knowmind.services.batch import ItemError
-from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import MemoryDraft
 
 __all__ = ["BatchIn", "BatchItemOut", "BatchOut", "ItemErrorOut", "draft_or_error"]
@@ -51,29 +51,9 @@ class BatchOut(Struct):
 def draft_or_error(item: Any) -> MemoryDraft | ItemError:
     """One item validated like a single ``POST /v1/memories`` body."""
     try:
-        data = msgspec.convert(item, MemoryIn)
+        return memory_draft(msgspec.convert(item, MemoryIn))
     except msgspec.ValidationError as exc:
         field, message = field_of_message(str(exc))
         return ItemError(field, message)
-    if _has_nul(data.metadata):
-        return ItemError("metadata", "must not contain NUL characters")
-    return MemoryDraft(
-        content=data.content,
-        title=data.title,
-        memory_type=data.memory_type,
-        tags=tuple(data.tags),
-        source=data.source,
-        domain=data.domain,
-        metadata=data.metadata,
-        relations=tuple(InlineRelation(**msgspec.structs.asdict(r)) for r in data.relations),
-    )
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
+    except InvalidInputError as exc:
+        return ItemError(exc.field, exc.message)

@@ -29,8 +29,11 @@ from knowmind.contract.limits import (
     ShortText,
     TagList,
     Title,
+    reject_nul,
 )
 from knowmind.recall.registry import STAGE_NAMES, StageName
+from knowmind.services.memories import MemoryDraft
+from knowmind.services.outputs import inline_relations
 
 __all__ = [
     "JobOut",
@@ -202,3 +205,19 @@ class RecallOut(Struct):
     degraded: bool
     degraded_reasons: list[str]
     explain: dict[str, Any] | None = None
+
+
+def memory_draft(data: MemoryIn) -> MemoryDraft:
+    """A validated body as the service's draft (REST single and batch); metadata may not hold
+    NUL characters anywhere (PostgreSQL jsonb cannot store them)."""
+    reject_nul(data.metadata, "metadata")
+    return MemoryDraft(
+        content=data.content,
+        title=data.title,
+        memory_type=data.memory_type,
+        tags=tuple(data.tags),
+        source=data.source,
+        domain=data.domain,
+        metadata=data.metadata,
+        relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
+    )

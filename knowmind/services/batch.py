@@ -14,7 +14,13 @@ from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text
 from knowmind.ingest.pipeline import passage_text
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.memories import MemoryDraft, MemoryService, check_draft, content_sha256
+from knowmind.services.memories import (
+    MemoryDraft,
+    MemoryService,
+    check_draft,
+    content_sha256,
+    memory_values,
+)
 from knowmind.services.recipe import insert_memory
 from knowmind.store import memories as memory_store
 
@@ -114,23 +120,14 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
     tenant = tenant_of(who)
     draft = p.draft
     assert p.embeddings is not None
-    values = memory_store.NewMemory(
-        title=draft.title,
-        content=draft.content,
-        memory_type=draft.memory_type,
-        tags=list(dict.fromkeys(draft.tags)),
-        source=draft.source,
-        domain=draft.domain,
-        metadata=draft.metadata or {},
-        sha256=p.sha,
-    )
+    values = memory_values(draft, p.sha)
     try:
         async with service.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
                 values,
-                language=who.language,
+                language=service.language_of(who.language, draft.content),
                 contents=p.contents,
                 embeddings=p.embeddings,
                 graph=service.graph,

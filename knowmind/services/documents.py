@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.markdown import chunk_markdown
-from knowmind.ingest.pipeline import index_language, passage_text
+from knowmind.ingest.pipeline import passage_text
 from knowmind.linking.names import normalise_name
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import InlineRelation
@@ -83,7 +83,7 @@ class DocumentService(MemoryWriter):
                     sha256=sha,
                     document_id=document_id,
                 ),
-                language=index_language(who.language, draft.content, self._detect_language),
+                language=self.language_of(who.language, draft.content),
                 contents=contents,
                 embeddings=embeddings,
                 graph=self.graph,

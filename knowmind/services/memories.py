@@ -11,7 +11,7 @@ from uuid import UUID
 
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
-from knowmind.ingest.pipeline import index_language, prepare_chunks
+from knowmind.ingest.pipeline import prepare_chunks
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import InlineRelation
 from knowmind.services.recipe import MemoryWriter, insert_memory
@@ -62,22 +62,13 @@ class MemoryService(MemoryWriter):
             self.ingest.chunk_target_chars,
             self.ingest.chunk_overlap_chars,
         )
-        values = memory_store.NewMemory(
-            title=draft.title,
-            content=draft.content,
-            memory_type=draft.memory_type,
-            tags=list(dict.fromkeys(draft.tags)),
-            source=draft.source,
-            domain=draft.domain,
-            metadata=draft.metadata or {},
-            sha256=sha,
-        )
+        values = memory_values(draft, sha)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
                 values,
-                language=index_language(who.language, draft.content, self._detect_language),
+                language=self.language_of(who.language, draft.content),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,
@@ -140,7 +131,7 @@ class MemoryService(MemoryWriter):
                     sha256=content_sha256(new_content),
                     document_id=old.document_id,
                 ),
-                language=index_language(who.language, new_content, self._detect_language),
+                language=self.language_of(who.language, new_content),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,
@@ -199,3 +190,17 @@ def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         return datetime.fromisoformat(created), UUID(memory_id)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInputError("cursor", "is not a cursor returned by this API") from exc
+
+
+def memory_values(draft: MemoryDraft, sha: bytes) -> memory_store.NewMemory:
+    """The memory row a draft becomes (tags deduplicated in order)."""
+    return memory_store.NewMemory(
+        title=draft.title,
+        content=draft.content,
+        memory_type=draft.memory_type,
+        tags=list(dict.fromkeys(draft.tags)),
+        source=draft.source,
+        domain=draft.domain,
+        metadata=draft.metadata or {},
+        sha256=sha,
+    )

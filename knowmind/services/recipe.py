@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
+from knowmind.ingest.pipeline import index_language
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import IngestSettings
@@ -40,6 +41,10 @@ class MemoryWriter:
         self.on_job_enqueued = on_job_enqueued
         # index each memory in its detected language rather than the tenant's (BM25 stage)
         self._detect_language = ingest.bm25_memory_language == "on"
+
+    def language_of(self, tenant_language: str, content: str) -> str:
+        """The text-search configuration this memory's chunks are indexed with."""
+        return index_language(tenant_language, content, self._detect_language)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,18 +5,23 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-import msgspec
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.schemas import JobRef, MemoryIn, MemoryList, MemoryOut, RememberOut, SupersedeIn
-from knowmind.contract.limits import reject_nul
+from knowmind.api.schemas import (
+    JobRef,
+    MemoryIn,
+    MemoryList,
+    MemoryOut,
+    RememberOut,
+    SupersedeIn,
+    memory_draft,
+)
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
-from knowmind.services.memories import MemoryDraft
-from knowmind.services.outputs import inline_relations, memory_fields, remembered
+from knowmind.services.outputs import memory_fields, remembered
 from knowmind.store.rows import MemoryRow
 
 __all__ = ["MemoryController"]
@@ -40,17 +45,7 @@ class MemoryController(Controller):
     ) -> Response[RememberOut]:
         """Store a memory. Extraction runs in the background (poll ``GET /v1/jobs/{job_id}``)
         unless ``?wait=true``."""
-        reject_nul(data.metadata, "metadata")
-        draft = MemoryDraft(
-            content=data.content,
-            title=data.title,
-            memory_type=data.memory_type,
-            tags=tuple(data.tags),
-            source=data.source,
-            domain=data.domain,
-            metadata=data.metadata,
-            relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
-        )
+        draft = memory_draft(data)
         done = await runtime.memories.remember(principal, draft)
         job = None
         if wait and done.job_id is not None:
