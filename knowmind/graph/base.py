@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 from uuid import UUID
 
 from knowmind.graph.ppr import ppr_over_edges
@@ -15,28 +15,42 @@ __all__ = [
     "PPRRun",
     "Subgraph",
     "breadth_first",
+    "power_iteration_run",
     "rank_by_power_iteration",
 ]
 
 Link = tuple[UUID, str, UUID, str, float]  # (a, a kind, b, b kind, weight)
+# A node's key while a subgraph is built: its UUID, or (faster to hash and compare, as the
+# PostgreSQL reader sends them) its text.
+K = TypeVar("K", UUID, str)
+_METHOD = "power-iteration"
 
 
 @dataclass(slots=True)
-class Subgraph:
+class Subgraph(Generic[K]):
     """Undirected weighted links within some hops of the seeds, and which nodes are memories."""
 
-    links: dict[tuple[UUID, UUID], float] = field(default_factory=dict)
-    memories: set[UUID] = field(default_factory=set)
+    links: dict[tuple[K, K], float] = field(default_factory=dict)
+    memories: set[K] = field(default_factory=set)
 
-    def add(self, a: UUID, a_kind: str, b: UUID, b_kind: str, weight: float) -> None:
-        key = (a, b) if str(a) < str(b) else (b, a)
-        self.links[key] = max(weight, self.links.get(key, 0.0))
-        for node, kind in ((a, a_kind), (b, b_kind)):
-            if kind == "memory":
-                self.memories.add(node)
+    def add(self, a: K, a_kind: str, b: K, b_kind: str, weight: float) -> None:
+        key = (a, b) if a < b else (b, a)  # UUIDs order as their text does
+        known = self.links.get(key)
+        if known is None or weight > known:
+            self.links[key] = max(weight, 0.0)
+        if a_kind == "memory":
+            self.memories.add(a)
+        if b_kind == "memory":
+            self.memories.add(b)
 
-    def edges(self) -> list[tuple[UUID, UUID, float]]:
+    def edges(self) -> list[tuple[K, K, float]]:
         return [(a, b, w) for (a, b), w in self.links.items()]
+
+    def keyed_by(self, node_id: Callable[[K], UUID]) -> Subgraph[UUID]:
+        return Subgraph(
+            {(node_id(a), node_id(b)): w for (a, b), w in self.links.items()},
+            {node_id(m) for m in self.memories},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +66,7 @@ class GraphReader(Protocol):
 
     async def subgraph(
         self, tenant_id: UUID, seeds: Sequence[UUID], hops: int, max_nodes: int = 5000
-    ) -> Subgraph:
+    ) -> Subgraph[UUID]:
         """Links among nodes within ``hops`` of the seeds (typed edges and mentions alike)."""
         ...
 
@@ -78,19 +92,33 @@ async def rank_by_power_iteration(
 ) -> PPRRun:
     """Fetch the k-hop subgraph and run PPR here: the same numbers whatever the backend."""
     graph = await reader.subgraph(tenant_id, list(seeds), hops, max_nodes)
+    return power_iteration_run(graph, seeds, damping, max_iterations)
+
+
+def power_iteration_run(
+    graph: Subgraph[K],
+    seeds: Mapping[K, float],
+    damping: float,
+    max_iterations: int,
+    node_id: Callable[[K], UUID] | None = None,
+) -> PPRRun:
+    """PPR over a fetched subgraph; ``node_id`` turns node keys into UUIDs for the result."""
     result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
-    return PPRRun(result.scores, graph.memories, result.iterations, "power-iteration")
+    if node_id is None:
+        return PPRRun(dict(result.scores), set(graph.memories), result.iterations, _METHOD)  # type: ignore[arg-type]
+    scores = {node_id(node): score for node, score in result.scores.items()}
+    return PPRRun(scores, {node_id(m) for m in graph.memories}, result.iterations, _METHOD)
 
 
 async def breadth_first(
-    seeds: Sequence[UUID],
+    seeds: Sequence[K],
     hops: int,
     max_nodes: int,
-    links_of: Callable[[list[UUID]], Awaitable[list[Link]]],
-) -> Subgraph:
+    links_of: Callable[[list[K]], Awaitable[list[tuple[K, str, K, str, float]]]],
+) -> Subgraph[K]:
     """Expand hop by hop from the seeds; ``links_of(frontier)`` returns every link touching
     the frontier. At most ``max_nodes`` nodes are reached."""
-    graph = Subgraph()
+    graph: Subgraph[K] = Subgraph()
     seen = set(seeds)
     frontier = list(seeds)
     for _ in range(hops):
@@ -99,6 +127,8 @@ async def breadth_first(
         next_frontier = []
         for a, a_kind, b, b_kind, weight in await links_of(frontier):
             graph.add(a, a_kind, b, b_kind, weight)
+            if len(seen) >= max_nodes:
+                continue
             for node in (a, b):
                 if node not in seen and len(seen) < max_nodes:
                     seen.add(node)

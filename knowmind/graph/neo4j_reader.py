@@ -66,7 +66,7 @@ class Neo4jGraphReader:
 
     async def subgraph(
         self, tenant_id: UUID, seeds: Sequence[UUID], hops: int, max_nodes: int = 5000
-    ) -> Subgraph:
+    ) -> Subgraph[UUID]:
         async def links_of(frontier: list[UUID]) -> list[Link]:
             links: list[Link] = []
             for start in range(0, len(frontier), IDS_PER_REQUEST):
@@ -101,7 +101,7 @@ class Neo4jGraphReader:
     async def _gds_pagerank(
         self,
         tenant_id: UUID,
-        graph: Subgraph,
+        graph: Subgraph[UUID],
         seeds: Mapping[UUID, float],
         damping: float,
         max_iterations: int,

@@ -94,7 +94,9 @@ class OkapiBM25Stage:
     ) -> _Analysis:
         """The query's lexemes with their df, plus compound parts and typo corrections.
         Compounds come first: a word that splits is not a typo."""
-        dfs, stats = await lexical.analyse_query(conn, query.tenant, languages, query.text)
+        dfs, positions, stats = await lexical.analyse_query_words(
+            conn, query.tenant, languages, query.text
+        )
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         compounds: dict[str, list[str]] = {}
         if self.options.compounds and "german" in languages:
@@ -104,10 +106,16 @@ class OkapiBM25Stage:
                 compounds[word] = [w for w, _ in expansions]
         corrections: dict[str, list[str]] = {}
         if self.options.typos:
+            # a word is unknown when none of its analyses (one per language) is in the
+            # vocabulary: "president" → german "presid" is no typo when english "president" is
+            known_words = {positions[w] for w, df in dfs.items() if df > 0}
             unknown = [
                 w
                 for w, df in dfs.items()
-                if df == 0 and len(w) >= TYPO_MIN_LENGTH and w not in compounds
+                if df == 0
+                and len(w) >= TYPO_MIN_LENGTH
+                and w not in compounds
+                and positions[w] not in known_words
             ]
             corrections = await self._corrections(conn, query.tenant, unknown, terms)
         matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)

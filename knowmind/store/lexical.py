@@ -19,6 +19,7 @@ __all__ = [
     "CorpusStats",
     "ScoredTerm",
     "analyse_query",
+    "analyse_query_words",
     "bm25_candidates",
     "bm25_plan",
     "idf",
@@ -59,6 +60,15 @@ async def analyse_query(
     """{lexeme: df} of the query analysed with each text-search configuration in
     ``languages`` (the union), in the order the words appear in the query; and the tenant's
     corpus statistics (one round trip)."""
+    dfs, _, stats = await analyse_query_words(conn, tenant_id, languages, query)
+    return dfs, stats
+
+
+async def analyse_query_words(
+    conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
+) -> tuple[dict[str, int], dict[str, int], CorpusStats]:
+    """As ``analyse_query``, plus each lexeme's word position in the query (the analyses of
+    one word in several languages share it)."""
     rows = (
         await conn.execute(
             text(
@@ -67,7 +77,7 @@ async def analyse_query(
                 "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p "
                 "GROUP BY w.lexeme), "
                 "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
-                "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length "
+                "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length, q.pos "
                 "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
                 "LEFT JOIN bm25_lexemes l ON l.tenant_id = :t AND l.lexeme = q.lexeme "
                 "ORDER BY q.pos, q.lexeme"
@@ -76,7 +86,8 @@ async def analyse_query(
         )
     ).all()
     stats = CorpusStats(int(rows[0][2] or 0), int(rows[0][3] or 0))
-    return {r[0]: int(r[1]) for r in rows if r[0] is not None}, stats
+    dfs = {r[0]: int(r[1]) for r in rows if r[0] is not None}
+    return dfs, {r[0]: int(r[4]) for r in rows if r[0] is not None}, stats
 
 
 async def similar_lexemes(
@@ -147,6 +158,11 @@ async def lexemes_extending(
     return found
 
 
+# How many of the best chunks by their partially read postings are scored exactly, per chunk
+# of the shortlist: their rank by the partial score is already close to the exact one.
+RESCORE_FACTOR = 2
+
+
 def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list[int]:
     """How many postings to read per term (in ``terms`` order): the rarest terms first, each
     all of its postings up to an equal share of what is left of ``budget`` (at least
@@ -174,11 +190,18 @@ def _bm25_sql(where: str, exhaustive: bool) -> str:
             "CROSS JOIN LATERAL (SELECT t.chunk_id, t.tf, t.doc_len FROM chunk_terms t "
             "WHERE t.tenant_id = :tenant AND t.lexeme = q.lexeme "
             "ORDER BY t.impact DESC LIMIT q.depth) p), "
-            "cand AS (SELECT DISTINCT chunk_id FROM post), "
-            "found AS (SELECT post.* FROM post JOIN q USING (lexeme) WHERE q.depth >= q.df "
-            "UNION ALL SELECT t.lexeme, t.chunk_id, t.tf, t.doc_len FROM q CROSS JOIN cand "
-            "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
-            "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df) "
+            # the best chunks by what was read (a lower bound of their score) are rescored
+            # exactly: each term read only in part is looked up per candidate (index probes;
+            # OFFSET 0 keeps the planner from hashing all of a frequent term's postings)
+            f"cand AS MATERIALIZED (SELECT t.chunk_id, sum({weight}) AS partial FROM post t "
+            "JOIN q USING (lexeme) CROSS JOIN p GROUP BY t.chunk_id "
+            "ORDER BY partial DESC, t.chunk_id LIMIT :rescore), "
+            "found AS (SELECT post.* FROM post JOIN q USING (lexeme) JOIN cand USING (chunk_id) "
+            "WHERE q.depth >= q.df "
+            "UNION ALL SELECT x.lexeme, cand.chunk_id, x.tf, x.doc_len FROM cand "
+            "CROSS JOIN LATERAL (SELECT q.lexeme, t.tf, t.doc_len FROM q JOIN chunk_terms t "
+            "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme AND t.chunk_id = cand.chunk_id "
+            "WHERE q.depth < q.df OFFSET 0) x) "
             f"SELECT t.chunk_id, sum({weight}) AS score FROM found t JOIN q USING (lexeme) "
             "CROSS JOIN p GROUP BY t.chunk_id"
         )
@@ -232,6 +255,7 @@ class BM25Request:
             "avgdl": max(self.stats.avgdl, 1e-9),
             "limit": self.limit,
             "shortlist": 2**31 - 1 if exhaustive else 2 * self.limit + 20,
+            "rescore": RESCORE_FACTOR * (2 * self.limit + 20),
             **filter_params,
         }
         truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
