@@ -61,6 +61,11 @@ async def test_the_indexed_tenant_takes_its_own_index(db, pair):
     assert "Index Scan using chunks_embedding on chunks" in plan, plan
 
 
+async def test_capabilities_count_the_tenant_indexes(client, pair):
+    caps = (await client.get("/v1/capabilities")).json()
+    assert caps["vector"]["tenant_indexes"] >= 1  # the pair's (other tests may hold more)
+
+
 async def _scans(conn, name: str) -> int:
     return int(
         await conn.scalar(text("SELECT pg_stat_get_xact_numscans(to_regclass(:n))"), {"n": name})
