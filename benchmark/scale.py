@@ -1,5 +1,8 @@
 """Recall at scale: latency per tenant size, concurrency and embedding mode; HNSW recall@10
-against exact search; storage per 1k chunks (vector(384), halfvec(1024)); ingest throughput.
+against exact search (along the path the vector stage takes for the largest tenant, and through
+the global index); storage per 1k chunks (vector(384), halfvec(1024)); ingest throughput.
+After loading, tenants with at least ``KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS`` chunks get their
+own HNSW index (``knowmind tenant-index --auto``; build time in scale.json's corpus section).
 
 ``python -m benchmark.scale --out DIR`` (``make bench-scale``) writes DIR/scale.json
 (``{"runs": [{"tenant_chunks", "corpus_chunks", "concurrency", "embedding", "req_per_s",
@@ -34,9 +37,10 @@ from benchmark.scale_storage import measure_ingest, storage_per_1k
 from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.tenant_index import TenantIndexService
 from knowmind.settings import Settings
 from knowmind.store.search import MemoryFilters
-from knowmind.store.vector_search import vector_candidates
+from knowmind.store.vector_search import VectorPath, choose_vector_path, vector_candidates
 
 __all__ = ["LAYOUTS", "QueryCacheEmbedder", "run_scale"]
 
@@ -109,9 +113,14 @@ async def _measure(
 
 
 async def _hnsw_recall_at_10(
-    runtime: Runtime, tenant: UUID, vectors: list[np.ndarray], candidates: int, ef_search: int
+    runtime: Runtime,
+    tenant: UUID,
+    vectors: list[np.ndarray],
+    candidates: int,
+    ef_search: int,
+    path: VectorPath,
 ) -> dict[str, Any]:
-    """Overlap of the HNSW top 10 with the exact top 10, and the HNSW query time, per
+    """Overlap of the ``path`` top 10 with the exact top 10, and the query time, per
     ``hnsw.ef_search``: asking for 10 rows, and as the vector stage does, for ``candidates``
     rows (re-sorted exactly) of which the first 10 are compared."""
 
@@ -124,11 +133,11 @@ async def _hnsw_recall_at_10(
             return {r[0] for r in rows[:10]}, (time.perf_counter() - started) * 1000
 
     exact = [(await top10(v, "exact", 0, 10))[0] for v in vectors]
-    result: dict[str, Any] = {"queries": len(vectors), "candidates": candidates}
+    result: dict[str, Any] = {"path": path, "queries": len(vectors), "candidates": candidates}
     for limit in (10, candidates):
         by_ef = {}
         for ef in (40, 100, 200, 400):
-            found = [await top10(v, "hnsw", ef, limit) for v in vectors]
+            found = [await top10(v, path, ef, limit) for v in vectors]
             overlap = [len(e & f) / max(1, len(e)) for e, (f, _) in zip(exact, found, strict=True)]
             by_ef[str(ef)] = {
                 "recall_at_10": round(float(np.mean(overlap)), 4),
@@ -140,6 +149,22 @@ async def _hnsw_recall_at_10(
     served = result[f"limit_{candidates}"].get(str(result["ef_search"]), {})
     result["recall_at_10"] = served.get("recall_at_10")
     return result
+
+
+async def _build_tenant_indexes(runtime: Runtime, min_rows: int) -> dict[str, Any]:
+    """What ``knowmind tenant-index --auto`` does, timed."""
+    started = time.perf_counter()
+    built = await TenantIndexService(runtime.db).build_for_large(min_rows)
+    return {
+        "tenant_index_min_rows": min_rows,
+        "tenant_indexes": [r.chunks for r in built],
+        "tenant_index_build_s": round(time.perf_counter() - started, 2),
+    }
+
+
+async def _stage_path(runtime: Runtime, tenant: UUID, exact_max_rows: int) -> VectorPath:
+    async with runtime.db.tenant_tx(tenant) as conn:
+        return await choose_vector_path(conn, tenant, exact_max_rows)
 
 
 async def run_scale(
@@ -168,6 +193,16 @@ async def run_scale(
         targets = {}  # one tenant per size, smallest first
         for t in sorted(tenants, key=lambda t: t.chunks):
             targets.setdefault(t.chunks, t)
+        largest = targets[max(targets)]
+        query_vectors = [embedder.cached[q] for q in queries]
+        recall_args = (settings.recall.recall_candidates, settings.recall.vector_ef_search)
+        # the global index, measured before any tenant has an index of its own (the planner
+        # would prefer the tenant's index for the same statement afterwards)
+        global_recall = await _hnsw_recall_at_10(
+            runtime, ids[largest.name], query_vectors, *recall_args, path="hnsw"
+        )
+        indexes = await _build_tenant_indexes(runtime, settings.recall.vector_tenant_index_min_rows)
+        print(json.dumps(indexes), file=sys.stderr)
         runs = []
         for size, target in targets.items():
             who = Principal(ids[target.name], frozenset({"read"}), language=target.language)
@@ -187,15 +222,13 @@ async def run_scale(
                         }
                     )
                     print(json.dumps(runs[-1]), file=sys.stderr)
-        largest = targets[max(targets)]
-        recall = await _hnsw_recall_at_10(
-            runtime,
-            ids[largest.name],
-            [embedder.cached[q] for q in queries],
-            settings.recall.recall_candidates,
-            settings.recall.vector_ef_search,
-        )
-        recall["tenant_chunks"] = largest.chunks
+        path = await _stage_path(runtime, ids[largest.name], settings.recall.vector_exact_max_rows)
+        recall = dict(global_recall)
+        if path != "hnsw":
+            recall = await _hnsw_recall_at_10(
+                runtime, ids[largest.name], query_vectors, *recall_args, path=path
+            )
+        recall |= {"tenant_chunks": largest.chunks, "global_index": global_recall}
         return {
             "runs": runs,
             "layout": layout,
@@ -205,6 +238,7 @@ async def run_scale(
                 "sentences": len(pool.sentences),
                 "vectors": "mean of the real-model vectors of each chunk's sentences + noise",
                 "load_s": load_s,
+                **indexes,
             },
             "hnsw_recall_at_10": recall,
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,

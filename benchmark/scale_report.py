@@ -47,6 +47,32 @@ def _concurrency_lines(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _by_ef(recall: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{limit.replace('_', ' ')}: "
+        + ", ".join(f"ef {ef} {v['recall_at_10']} in {v['p50_ms']} ms" for ef, v in by_ef.items())
+        for limit, by_ef in recall.items()
+        if limit.startswith("limit_")
+    )
+
+
+def _global_index_line(recall: dict[str, Any], corpus: dict[str, Any]) -> list[str]:
+    """The global index beside the tenant's own one (older results have neither)."""
+    lines = []
+    if "tenant_index_build_s" in corpus:
+        lines.append(
+            f"- Tenant HNSW indexes (tenants ≥ {corpus['tenant_index_min_rows']:,} chunks): "
+            f"{len(corpus['tenant_indexes'])} built in {corpus['tenant_index_build_s']} s"
+        )
+    global_index = recall.get("global_index")
+    if global_index and recall.get("path") != "hnsw":
+        lines.append(
+            f"- The same through the global index: {global_index['recall_at_10']} as the stage "
+            "would ask; " + _by_ef(global_index)
+        )
+    return lines
+
+
 def scale_lines(scale: dict[str, Any]) -> list[str]:
     corpus, storage, ingest = scale["corpus"], scale["storage_per_1k_chunks_mb"], scale["ingest"]
     recall = scale["hnsw_recall_at_10"]
@@ -63,15 +89,9 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         *_concurrency_lines(scale["runs"]),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
         f"{recall['queries']} real questions): {recall['recall_at_10']} as the vector stage "
-        f"asks ({recall['candidates']} candidates, ef_search {recall.get('ef_search', 100)}); "
-        + "; ".join(
-            f"{limit.replace('_', ' ')}: "
-            + ", ".join(
-                f"ef {ef} {v['recall_at_10']} in {v['p50_ms']} ms" for ef, v in by_ef.items()
-            )
-            for limit, by_ef in recall.items()
-            if limit.startswith("limit_")
-        ),
+        f"asks (path `{recall.get('path', 'hnsw')}`, {recall['candidates']} candidates, "
+        f"ef_search {recall.get('ef_search', 100)}); " + _by_ef(recall),
+        *_global_index_line(recall, corpus),
         "- Storage, MB per 1k rows (embedding + HNSW index): "
         + ", ".join(f"{k} {v}" for k, v in storage.items() if "(" in k)
         + f"; halfvec saves {storage['halfvec_saving_at_1024']:.0%} at 1024-d; a whole chunk "

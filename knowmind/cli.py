@@ -1,4 +1,5 @@
-"""``knowmind serve | migrate | tenant create | token create | import | worker | graph``."""
+"""``knowmind serve | migrate | tenant create | tenant-index | token create | import | worker |
+graph``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from knowmind.models.base import Embedder
 from knowmind.models.factory import EmbedderSpecError, build_embedder
 from knowmind.services.admin import AdminService
 from knowmind.services.auth import new_admin_token
+from knowmind.services.tenant_index import TenantIndexService
 from knowmind.settings import Settings, SettingsError
 
 __all__ = ["main"]
@@ -126,12 +128,18 @@ def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
-async def _admin(settings: Settings) -> tuple[Database, AdminService]:
+async def _migrated_db(settings: Settings) -> tuple[Database, str, int]:
+    """Pools on a migrated database, and the embedder (model, dimension) it was created for."""
     assert settings.database.database_url
     model, dim = await read_embedding_meta(settings.database.database_url)
     if model is None or dim is None:
         raise SchemaError("the database is not migrated yet: run `knowmind migrate`")
     db = Database.connect(settings.database.database_url, settings.database.app_database_url, 2)
+    return db, model, dim
+
+
+async def _admin(settings: Settings) -> tuple[Database, AdminService]:
+    db, model, dim = await _migrated_db(settings)
     return db, AdminService(db, model, dim)
 
 
@@ -149,6 +157,59 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     with database(settings) as settings:
         asyncio.run(run())
     return 0
+
+
+def cmd_tenant_index(settings: Settings, args: argparse.Namespace) -> int:
+    """Build (``--tenant``, ``--auto``), drop (``--drop``) or list tenants' own HNSW indexes."""
+    if args.drop and not args.tenant:
+        raise InvalidInputError("--drop", "needs --tenant")
+    if args.auto and (args.tenant or args.drop):
+        raise InvalidInputError("--auto", "builds for every large tenant: no --tenant/--drop")
+
+    async def run() -> None:
+        db, _, _ = await _migrated_db(settings)
+        try:
+            await _tenant_index(TenantIndexService(db), args, settings)
+        finally:
+            await db.dispose()
+
+    with database(settings) as settings:
+        asyncio.run(run())
+    return 0
+
+
+async def _tenant_index(
+    service: TenantIndexService, args: argparse.Namespace, settings: Settings
+) -> None:
+    if args.auto:
+        min_rows = settings.recall.vector_tenant_index_min_rows
+        if min_rows == 0:
+            print("KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS is 0: no tenant indexes built")
+            return
+
+        def starting(tenant: UUID, chunks: int) -> None:
+            print(f"tenant {tenant}: {chunks} chunks, building its HNSW index ...", flush=True)
+
+        results = await service.build_for_large(min_rows, starting)
+        for r in results:
+            state = f"built in {r.seconds} s" if r.built else "had a valid index already"
+            print(f"tenant {r.tenant_id}: {state}")
+        print(f"{len(results)} tenant(s) with at least {min_rows} chunks")
+    elif args.tenant:
+        tenant = await service.tenant(args.tenant)
+        if args.drop:
+            dropped = await service.drop(tenant.id)
+            print(f"tenant {tenant.id}: " + ("index dropped" if dropped else "had no index"))
+            return
+        print(f"tenant {tenant.id}: building its HNSW index ...", flush=True)
+        result = await service.build(tenant.id)
+        state = f"built in {result.seconds} s" if result.built else "had a valid index already"
+        print(f"tenant {tenant.id}: {state}")
+    else:
+        for index in await service.list():
+            valid = "valid" if index.valid else "INVALID (interrupted build: rebuild it)"
+            size = index.size_bytes / 2**20
+            print(f"tenant {index.tenant_id}: {index.name} {valid} {size:.1f} MiB")
 
 
 def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -296,6 +357,18 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--language", help="text search configuration, e.g. german, english")
     create.set_defaults(fn=cmd_tenant_create)
+    index = sub.add_parser(
+        "tenant-index",
+        help="a large tenant's own HNSW index: build, drop, or list them (no options)",
+    )
+    index.add_argument("--tenant", help="tenant id or name: build its index")
+    index.add_argument("--drop", action="store_true", help="drop the --tenant's index instead")
+    index.add_argument(
+        "--auto",
+        action="store_true",
+        help="build for every tenant with ≥ KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS chunks",
+    )
+    index.set_defaults(fn=cmd_tenant_index)
     token = sub.add_parser("token", help="manage tokens").add_subparsers(
         dest="action", required=True
     )

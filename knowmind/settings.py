@@ -174,6 +174,13 @@ class RecallSettings:
             "scale benchmark reports recall@10 against exact search per value)"
         },
     )
+    vector_tenant_index_min_rows: int = field(
+        default=50_000,
+        metadata={
+            "doc": "`knowmind tenant-index --auto` builds an HNSW index of their own for tenants "
+            "with at least this many chunks (0: none)"
+        },
+    )
     graph_hit_wait_seconds: float = field(
         default=0.15,
         metadata={
@@ -341,8 +348,13 @@ class Settings:
             )
         if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
-        if self.models.embed_threads < 0 or self.recall.vector_exact_max_rows < 0:
-            raise SettingsError("KNOWMIND_EMBED_THREADS and VECTOR_EXACT_MAX_ROWS must be ≥ 0")
+        for group, name in (
+            (self.models, "embed_threads"),
+            (self.recall, "vector_exact_max_rows"),
+            (self.recall, "vector_tenant_index_min_rows"),
+        ):
+            if getattr(group, name) < 0:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be ≥ 0")
         if self.recall.graph_hit_wait_seconds < 0:
             raise SettingsError("KNOWMIND_GRAPH_HIT_WAIT_SECONDS must be ≥ 0")
         if self.database.embedding_storage not in {"auto", "vector", "halfvec"}:

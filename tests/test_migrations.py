@@ -180,9 +180,40 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
     return found["exact"], found["hnsw"], plan
 
 
+async def _tenant_index_on_halfvec(url: str) -> tuple[str, list, list, str]:
+    """The tenant's own index on the halfvec schema: its definition, and a search through it."""
+    import numpy as np
+
+    from knowmind.store.search import MemoryFilters
+    from knowmind.store.tenant_index import build_tenant_index, tenant_index_name
+    from knowmind.store.vector_search import explain_vector_search, vector_candidates
+
+    engine = make_engine(url, 1)
+    async with engine.connect() as conn:
+        tenant = await conn.scalar(text("SELECT id FROM tenants WHERE name = 'h'"))
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        assert await build_tenant_index(conn, tenant)
+        definition = await conn.scalar(
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"),
+            {"n": tenant_index_name(tenant)},
+        )
+    query = np.eye(8, dtype=np.float32)[3] + 0.1 * np.eye(8, dtype=np.float32)[5]
+    async with engine.begin() as conn:
+        exact = await vector_candidates(conn, tenant, query, MemoryFilters(), 2, path="exact")
+        own = await vector_candidates(conn, tenant, query, MemoryFilters(), 2, path="tenant-hnsw")
+        plan = await explain_vector_search(conn, tenant, query, MemoryFilters(), 2, "tenant-hnsw")
+    await engine.dispose()
+    return str(definition), exact, own, plan
+
+
 def test_halfvec_storage_is_searched_through_its_index(empty_database_url):
     upgrade(empty_database_url, "model-small", 8, embedding_storage="halfvec")
     exact, approximate, plan = asyncio.run(_store_and_search_halfvec(empty_database_url))
     assert [m for _, m, _ in exact] == [m for _, m, _ in approximate]
     assert exact[0][2] > 0.99 and exact[1][2] < exact[0][2]
     assert "Index Scan using chunks_embedding" in plan, plan
+    definition, exact, own, plan = asyncio.run(_tenant_index_on_halfvec(empty_database_url))
+    assert "USING hnsw (embedding halfvec_cosine_ops) WHERE (tenant_id = " in definition
+    assert [m for _, m, _ in own] == [m for _, m, _ in exact]
+    assert "Index Scan using chunks_embedding_t_" in plan, plan

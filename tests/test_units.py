@@ -120,11 +120,21 @@ def test_settings_from_environment():
         {"KNOWMIND_LOG_FORMAT": "xml"},
         {"KNOWMIND_CHUNK_TARGET_CHARS": "100", "KNOWMIND_CHUNK_OVERLAP_CHARS": "100"},
         {"KNOWMIND_MAX_BODY_BYTES": "0"},
+        {"KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS": "-1"},
+        {"KNOWMIND_VECTOR_EXACT_MAX_ROWS": "-5"},
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(env):
     with pytest.raises(SettingsError, match="KNOWMIND_"):
         Settings.from_env(env)
+
+
+def test_tenant_index_threshold_setting():
+    assert Settings.from_env({}).recall.vector_tenant_index_min_rows == 50_000
+    env = {"KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS": "0"}
+    assert Settings.from_env(env).recall.vector_tenant_index_min_rows == 0
+    with pytest.raises(SettingsError, match="KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS"):
+        Settings.from_env({"KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS": "-1"})
 
 
 def test_readme_documents_every_setting():

@@ -102,6 +102,13 @@ class Database:
         async with self.owner.begin() as conn:
             yield conn
 
+    @asynccontextmanager
+    async def owner_autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """An owner connection outside any transaction, for statements that refuse one
+        (``CREATE INDEX CONCURRENTLY``); each statement commits on its own."""
+        async with self.owner.connect() as conn:
+            yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
     async def dispose(self) -> None:
         await self.app.dispose()
         await self.owner.dispose()

@@ -1,5 +1,6 @@
 """Vector stage: cosine nearest neighbours of the query embedding, exact for a small tenant and
-through pgvector's HNSW index for a large one (``store.vector_search`` decides per query)."""
+through pgvector's HNSW index for a large one: the tenant's own index when it has a valid one,
+else the global index (``store.vector_search`` decides per query; explain reports the path)."""
 
 from __future__ import annotations
 

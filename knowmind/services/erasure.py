@@ -20,6 +20,7 @@ from knowmind.store import erasure as erasure_store
 from knowmind.store import memories as memory_store
 from knowmind.store.documents import delete_document, find_document
 from knowmind.store.outbox import count_outbox_rows, discard_tenant_outbox
+from knowmind.store.tenant_index import drop_tenant_index
 from knowmind.store.tenants import tenant_exists
 
 __all__ = ["ErasureService"]
@@ -65,7 +66,8 @@ class ErasureService:
         return {"deletions_queued": await count_outbox_rows(conn, tenant) - before}
 
     async def erase_tenant(self, tenant_id: UUID) -> dict[str, dict[str, int]]:
-        """Server admin: the tenant and everything it owns (tokens included)."""
+        """Server admin: the tenant and everything it owns (tokens included, and its own HNSW
+        index, dropped right after the rows)."""
         async with self.db.owner_tx() as conn:
             if not await tenant_exists(conn, tenant_id):
                 raise NotFoundError(f"tenant {tenant_id} not found")
@@ -76,6 +78,9 @@ class ErasureService:
             after = await erasure_store.tenant_row_counts(conn, tenant_id)
         erased = {t: before[t] - after[t] for t in before if t != "graph_outbox"}
         erased["tenants"] = 1
+        # its own HNSW index (now empty) goes too; DROP ... CONCURRENTLY needs autocommit
+        async with self.db.owner_autocommit() as conn:
+            erased["vector_indexes"] = int(await drop_tenant_index(conn, tenant_id))
         if not self.mirror_enabled:
             erased["graph_outbox"] = before["graph_outbox"]
             return {"erased": erased, "graph_mirror": {}}

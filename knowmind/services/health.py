@@ -27,6 +27,7 @@ from knowmind.services.auth import Principal, tenant_of
 from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
 from knowmind.store.stats import ping, tenant_stats
+from knowmind.store.tenant_index import list_tenant_indexes
 from knowmind.workers.mirror import MirrorDrainer
 
 __all__ = ["HealthService", "HostFacts", "WarmUp"]
@@ -174,7 +175,8 @@ class HealthService:
         return checks
 
     async def capabilities(self) -> dict[str, Any]:
-        """What is active on this host: embedder, reranker, graph backend, NER, stages."""
+        """What is active on this host: embedder, reranker, graph backend, NER, stages, tenants
+        with their own vector index."""
         extractors = list(self.facts.extractors)
         return {
             "embedder": {
@@ -194,6 +196,7 @@ class HealthService:
                 "llm": {"active": False, "reason": "LLM extraction is not implemented yet"},
             },
             "stages": list(self.pipeline.stages),
+            "vector": await self._vector_indexes(),
             "fusion": {
                 "method": self.pipeline.fusion,
                 "k": self.pipeline.rrf_k,
@@ -211,6 +214,13 @@ class HealthService:
             "candidates": status.candidates,
             "reason": status.reason,
         }
+
+    async def _vector_indexes(self) -> dict[str, int]:
+        """Tenants with an HNSW index of their own (valid ones; a build may be under way)."""
+        async with self.db.owner_tx() as conn:
+            indexes = await list_tenant_indexes(conn)
+        valid = sum(1 for index in indexes if index.valid)
+        return {"tenant_indexes": valid, "tenant_indexes_invalid": len(indexes) - valid}
 
     async def _gds(self) -> bool | None:
         has_gds = getattr(self.graph_reader, "has_gds", None)

@@ -14,6 +14,7 @@ __all__ = [
     "DuplicateTenantError",
     "create_tenant",
     "get_tenant",
+    "get_tenant_by_name",
     "language_exists",
     "list_tenants",
     "tenant_exists",
@@ -70,6 +71,13 @@ async def get_tenant(conn: AsyncConnection, tenant_id: UUID) -> TenantRow | None
         await conn.execute(
             text(f"SELECT {_COLUMNS} FROM tenants WHERE id = :id"), {"id": tenant_id}
         )
+    ).one_or_none()
+    return TenantRow(**row._mapping) if row else None
+
+
+async def get_tenant_by_name(conn: AsyncConnection, name: str) -> TenantRow | None:
+    row = (
+        await conn.execute(text(f"SELECT {_COLUMNS} FROM tenants WHERE name = :n"), {"n": name})
     ).one_or_none()
     return TenantRow(**row._mapping) if row else None
 

@@ -1,18 +1,26 @@
 """Tenant-aware nearest-neighbour search: exact over a small tenant's rows, HNSW for a large one.
 
-One HNSW index serves every tenant. For a tenant with few rows, walking the shared graph and
-discarding other tenants' neighbours is slower than computing every distance of its own rows
-(and, bounded by ``hnsw.max_scan_tuples``, may even return fewer than ``limit``), so the search
-counts the tenant's rows up to a threshold first (an index-only probe, bounded work) and picks:
+One HNSW index serves every tenant; a large tenant may also have an HNSW index of its own
+(``store.tenant_index``). For a tenant with few rows, walking the shared graph and discarding
+other tenants' neighbours is slower than computing every distance of its own rows (and, bounded
+by ``hnsw.max_scan_tuples``, may even return fewer than ``limit``), so the search counts the
+tenant's rows up to a threshold first (an index-only probe, bounded work; the same round trip
+asks whether the tenant has a valid index of its own) and picks:
 
 - ``exact``: the tenant's rows through the ``chunks_tenant`` btree, every distance computed,
   top ``limit`` sorted — exact, a few milliseconds for a few thousand rows;
-- ``hnsw``: the HNSW index with iterative scans, so filters keep the scan going until ``limit``
-  rows pass. With only the time predicates and the memory type (filters most rows pass) the
-  planner is told not to sort and not to scan tables (``enable_sort``, ``enable_seqscan`` off
-  for this statement's transaction), so a misestimate of a time predicate cannot turn the index
-  walk into a scan; with selective filters (tags, source, domain, document) the planner chooses
-  between the index and filtering first.
+- ``tenant-hnsw``: the tenant's own HNSW index (a graph of its vectors only). The planner uses a
+  partial index only when it sees the tenant id as a constant, i.e. in a custom plan, so the
+  statement's transaction forces custom plans (a prepared statement may otherwise switch to a
+  generic plan after five executions);
+- ``hnsw``: the global HNSW index.
+
+Both HNSW paths use iterative scans, so filters keep the scan going until ``limit`` rows pass.
+With only the time predicates and the memory type (filters most rows pass) the planner is told
+not to sort and not to scan tables (``enable_sort``, ``enable_seqscan`` off for this
+statement's transaction), so a misestimate of a time predicate cannot turn the index walk into
+a scan; with selective filters (tags, source, domain, document) the planner chooses between the
+index and filtering first.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.search import MemoryFilters
+from knowmind.store.tenant_index import tenant_index_name
 
 __all__ = [
     "DEFAULT_EF_SEARCH",
@@ -36,15 +45,18 @@ __all__ = [
     "vector_candidates",
 ]
 
-VectorPath = Literal["exact", "hnsw"]
+VectorPath = Literal["exact", "tenant-hnsw", "hnsw"]
 # Above this many rows a tenant is searched through HNSW (exact costs ≈ 5 µs per row here).
 DEFAULT_EXACT_MAX_ROWS = 2000
 # A tenant holding a share s of the table sees about s × ef_search of each HNSW pass.
 DEFAULT_EF_SEARCH = 200
 _SELECTIVE_FILTERS = ("tags", "source", "domain", "document_id")
 
-_COUNT_UP_TO = text(
-    "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE tenant_id = :tenant LIMIT :cap) AS rows"
+# the tenant's rows counted up to :cap, and whether its own index is complete and usable
+_PATH_FACTS = text(
+    "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks WHERE tenant_id = :tenant LIMIT :cap)"
+    " AS rows), coalesce((SELECT indisvalid AND indisready FROM pg_index"
+    " WHERE indexrelid = to_regclass(:index)), false)"
 )
 _SELECT = (
     " SELECT c.id, c.memory_id, c.embedding <=> :embedding AS distance FROM chunks c"
@@ -55,11 +67,17 @@ _SELECT = (
 async def choose_vector_path(
     conn: AsyncConnection, tenant_id: UUID, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS
 ) -> VectorPath:
-    """``exact`` when the tenant holds at most ``exact_max_rows`` chunks (counted up to that)."""
-    if exact_max_rows <= 0:
-        return "hnsw"
-    rows = await conn.scalar(_COUNT_UP_TO, {"tenant": tenant_id, "cap": exact_max_rows + 1})
-    return "exact" if int(rows or 0) <= exact_max_rows else "hnsw"
+    """``exact`` when the tenant holds at most ``exact_max_rows`` chunks (counted up to that),
+    else ``tenant-hnsw`` when it has a valid index of its own, else ``hnsw``. One round trip."""
+    params = {
+        "tenant": tenant_id,
+        "cap": max(exact_max_rows, 0) + 1,
+        "index": tenant_index_name(tenant_id),
+    }
+    rows, own_index = (await conn.execute(_PATH_FACTS, params)).one()
+    if exact_max_rows > 0 and int(rows) <= exact_max_rows:
+        return "exact"
+    return "tenant-hnsw" if own_index else "hnsw"
 
 
 def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[TextClause, dict[str, Any]]:
@@ -91,7 +109,8 @@ async def _prepare(
         text(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', :ef, true), set_config('enable_sort', :planner, true), "
-            "set_config('enable_seqscan', :planner, true)"
+            "set_config('enable_seqscan', :planner, true), "
+            "set_config('plan_cache_mode', 'force_custom_plan', true)"
         ),
         {"ef": str(ef_search), "planner": "on" if selective else "off"},
     )
