@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.linking.gazetteer import ngrams
 from knowmind.linking.names import normalise_name
-from knowmind.store.entities import get_entity, lookup_names, search_entities
+from knowmind.store.entities import entities_by_id, lookup_names, search_entities_many
 
 __all__ = ["MatchedEntity", "match_entities", "match_phrase"]
 
@@ -50,6 +50,11 @@ class MatchedEntity:
     matched: str  # the normalised text that matched
 
 
+def _variants(norm: str) -> list[str]:
+    """A normalised phrase and, for a genitive, the phrase without its -s."""
+    return [norm] + ([norm[:-1]] if norm.endswith("s") and len(norm) > 3 else [])
+
+
 async def match_phrase(
     conn: AsyncConnection,
     tenant_id: UUID,
@@ -61,53 +66,85 @@ async def match_phrase(
     norm = normalise_name(phrase)
     if not norm:
         return []
-    variants = [norm] + ([norm[:-1]] if norm.endswith("s") and len(norm) > 3 else [])
-    exact = await lookup_names(conn, tenant_id, variants)
-    found = [
-        MatchedEntity(entity_id, "", cls, 1.0, variant)
-        for variant in variants
-        for entity_id, cls in exact.get(variant, [])
-    ]
-    if not found:
-        found = [
-            MatchedEntity(row.id, row.name, row.entity_class, float(row.score or 0), norm)
-            for variant in variants
-            for row in await search_entities(conn, tenant_id, variant, limit)
-            if (row.score or 0) >= min_score
+    exact = await lookup_names(conn, tenant_id, _variants(norm))
+    return (await _match_phrases(conn, tenant_id, {norm: min_score}, exact, limit))[norm]
+
+
+async def _match_phrases(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    phrases: dict[str, float],
+    exact: dict[str, list[tuple[UUID, str]]],
+    limit: int,
+) -> dict[str, list[MatchedEntity]]:
+    """{normalised phrase: its entities}: the exact hits among its variants (looked up by the
+    caller in ``exact``), else fuzzy matches scoring at least the phrase's minimum — every
+    fuzzy search in one statement."""
+    found: dict[str, list[MatchedEntity]] = {}
+    fuzzy = []
+    for norm in phrases:
+        found[norm] = [
+            MatchedEntity(entity_id, "", cls, 1.0, variant)
+            for variant in _variants(norm)
+            for entity_id, cls in exact.get(variant, [])
         ]
-    return await _named(conn, tenant_id, _best_per_entity(found)[:limit])
+        if not found[norm]:
+            fuzzy += _variants(norm)
+    rows = await search_entities_many(conn, tenant_id, fuzzy, limit)
+    for norm, min_score in phrases.items():
+        if not found[norm]:
+            found[norm] = [
+                MatchedEntity(row.id, row.name, row.entity_class, float(row.score or 0), norm)
+                for variant in _variants(norm)
+                for row in rows.get(variant, [])
+                if (row.score or 0) >= min_score
+            ]
+    named = await _named(conn, tenant_id, [m for ms in found.values() for m in ms])
+    return {
+        norm: [named[m] for m in _best_per_entity(matches)[:limit] if m in named]
+        for norm, matches in found.items()
+    }
 
 
 async def match_entities(
     conn: AsyncConnection, tenant_id: UUID, question: str
 ) -> list[MatchedEntity]:
     """Every entity the question names: all exact n-gram hits, plus fuzzy matches for
-    capitalised phrases that matched nothing exactly."""
+    capitalised phrases that matched nothing exactly (a few statements, not one per phrase)."""
     grams = ngrams(question)
-    exact = await lookup_names(conn, tenant_id, list(grams))
+    phrases = _name_phrases(question)
+    variants = [v for phrase in phrases for v in _variants(phrase)]
+    exact = await lookup_names(conn, tenant_id, list(dict.fromkeys([*grams, *variants])))
     found = [
         MatchedEntity(entity_id, "", cls, 1.0, gram)
-        for gram, entities in exact.items()
-        for entity_id, cls in entities
+        for gram in grams
+        for entity_id, cls in exact.get(gram, [])
     ]
     covered = " ".join(m.matched for m in found)
+    # German capitalises every noun: a lone capitalised word is rarely a name, so it only
+    # counts when it is nearly exact (a typo), phrases of several words at 0.5
+    wanted = {
+        phrase: SINGLE_WORD_MIN_SCORE if " " not in phrase else FUZZY_MIN_SCORE
+        for phrase in phrases
+        if phrase not in covered
+    }
+    by_phrase = await _match_phrases(conn, tenant_id, wanted, exact, limit=2)
+    found += [m for matches in by_phrase.values() for m in matches]
+    named = await _named(conn, tenant_id, _best_per_entity(found))
+    return [named[m] for m in _best_per_entity(found) if m in named]
+
+
+def _name_phrases(question: str) -> list[str]:
+    """The normalised capitalised runs of the question (question words dropped), in order."""
+    phrases = []
     for run in _CAPITALISED_RUN.findall(question):
         words = run.split()
         while words and words[0].lower() in _QUESTION_WORDS:
             words = words[1:]
         phrase = normalise_name(" ".join(words))
-        if len(phrase) >= 3 and phrase not in covered:
-            # German capitalises every noun: a lone capitalised word is rarely a name, so it
-            # only counts when it is nearly exact (a typo), phrases of several words at 0.5
-            single = " " not in phrase
-            found += await match_phrase(
-                conn,
-                tenant_id,
-                phrase,
-                limit=2,
-                min_score=SINGLE_WORD_MIN_SCORE if single else FUZZY_MIN_SCORE,
-            )
-    return await _named(conn, tenant_id, _best_per_entity(found))
+        if len(phrase) >= 3 and phrase not in phrases:
+            phrases.append(phrase)
+    return phrases
 
 
 def _best_per_entity(matches: list[MatchedEntity]) -> list[MatchedEntity]:
@@ -120,15 +157,16 @@ def _best_per_entity(matches: list[MatchedEntity]) -> list[MatchedEntity]:
 
 async def _named(
     conn: AsyncConnection, tenant_id: UUID, matches: list[MatchedEntity]
-) -> list[MatchedEntity]:
-    named = []
+) -> dict[MatchedEntity, MatchedEntity]:
+    """Each match with its entity's name filled in (one look-up for all that lack it); a
+    match whose entity is gone is left out."""
+    rows = await entities_by_id(conn, tenant_id, sorted({m.id for m in matches if not m.name}))
+    named = {}
     for match in matches:
         if match.name:
-            named.append(match)
-            continue
-        row = await get_entity(conn, tenant_id, match.id)
-        if row is not None:
-            named.append(
-                MatchedEntity(match.id, row.name, row.entity_class, match.score, match.matched)
+            named[match] = match
+        elif (row := rows.get(match.id)) is not None:
+            named[match] = MatchedEntity(
+                match.id, row.name, row.entity_class, match.score, match.matched
             )
     return named

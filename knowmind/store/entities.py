@@ -16,11 +16,13 @@ from knowmind.store.scalars import maybe_id
 __all__ = [
     "EntityRow",
     "NewEntity",
+    "entities_by_id",
     "find_entities_by_norm",
     "get_entity",
     "insert_entity_if_missing",
     "lookup_names",
     "search_entities",
+    "search_entities_many",
     "upsert_entity",
 ]
 
@@ -149,7 +151,9 @@ async def find_entities_by_norm(
 
 
 # pg_trgm's default thresholds of ``%`` (similarity) and ``<%`` (word similarity)
-SIMILARITY_MIN, WORD_SIMILARITY_MIN = 0.3, 0.6
+_THRESHOLDS = {"sim": 0.3, "wsim": 0.6}
+_SCORE = "max(greatest(similarity(c.norm_name, :q), word_similarity(:q, c.norm_name)))"
+_MATCHES = "(similarity(c.norm_name, :q) >= :sim OR word_similarity(:q, c.norm_name) >= :wsim)"
 # names taken from each nearest-first index walk, per entity asked for (an entity's aliases
 # may crowd the walk)
 _NEAREST_PER_RESULT = 4
@@ -163,44 +167,74 @@ async def search_entities(
     entity_class: str | None = None,
 ) -> list[EntityRow]:
     """Fuzzy match on names and aliases: trigram similarity of the whole name, or of the
-    query as a word within a longer name ("anna" finds "anna meier").
+    query as a word within a longer name ("anna" finds "anna meier"), best first."""
+    if entity_class:
+        rows = await conn.execute(
+            text(
+                f"SELECT {_COLUMNS}, {_SCORE} AS score FROM entity_names c JOIN entities e "
+                "ON e.tenant_id = :t AND e.id = c.entity_id "
+                f"WHERE c.tenant_id = :t AND e.entity_class = :cls AND {_MATCHES} "
+                f"GROUP BY {_COLUMNS} ORDER BY score DESC, e.name LIMIT :limit"
+            ),
+            {"t": tenant_id, "q": norm_query, "limit": limit, "cls": entity_class, **_THRESHOLDS},
+        )
+        return [EntityRow(**r._mapping) for r in rows]
+    return (await search_entities_many(conn, tenant_id, [norm_query], limit)).get(norm_query, [])
 
-    Without a class, the candidates are the tenant's nearest names by each measure, walked in
-    order on the (tenant_id, norm_name) trigram index (0005): the work does not grow with the
+
+async def search_entities_many(
+    conn: AsyncConnection, tenant_id: UUID, norm_queries: Sequence[str], limit: int
+) -> dict[str, list[EntityRow]]:
+    """``search_entities`` for several queries in one statement: {query: rows best first}.
+
+    The candidates of a query are the tenant's nearest names by each measure, walked in order
+    on the (tenant_id, norm_name) trigram index (0005): the work does not grow with the
     tenant's vocabulary. Row-level security keeps a similarity filter out of an index scan
     (pg_trgm's operators are not leakproof), but a nearest-first ORDER BY may use it."""
-    score = "max(greatest(similarity(c.norm_name, :q), word_similarity(:q, c.norm_name)))"
-    matches = "(similarity(c.norm_name, :q) >= :sim OR word_similarity(:q, c.norm_name) >= :wsim)"
-    if entity_class:
-        source = "entity_names c"
-        where = f"c.tenant_id = :t AND e.entity_class = :cls AND {matches}"
-    else:
-        nearest = (
-            "(SELECT n.entity_id, n.norm_name FROM entity_names n WHERE n.tenant_id = :t "
-            "ORDER BY {distance} LIMIT :n)"
-        )
-        by_name = nearest.format(distance="n.norm_name <-> :q")
-        by_word = nearest.format(distance=":q <<-> n.norm_name")
-        source = f"({by_name} UNION {by_word}) AS c"
-        where = matches
-    sql = (
-        f"SELECT {_COLUMNS}, {score} AS score FROM {source} JOIN entities e "
-        f"ON e.tenant_id = :t AND e.id = c.entity_id WHERE {where} "
-        f"GROUP BY {_COLUMNS} ORDER BY score DESC, e.name LIMIT :limit"
+    if not norm_queries:
+        return {}
+    nearest = (
+        "(SELECT n.entity_id, n.norm_name FROM entity_names n WHERE n.tenant_id = :t "
+        "ORDER BY {distance} LIMIT :n)"
     )
+    by_name = nearest.format(distance="n.norm_name <-> x.q")
+    by_word = nearest.format(distance="x.q <<-> n.norm_name")
     rows = await conn.execute(
-        text(sql),
+        text(
+            f"SELECT x.q AS query, {_COLUMNS}, {_SCORE.replace(':q', 'x.q')} AS score "
+            "FROM unnest(CAST(:qs AS text[])) AS x(q) "
+            f"CROSS JOIN LATERAL ({by_name} UNION {by_word}) AS c "
+            "JOIN entities e ON e.tenant_id = :t AND e.id = c.entity_id "
+            f"WHERE {_MATCHES.replace(':q', 'x.q')} GROUP BY x.q, {_COLUMNS}"
+        ),
         {
             "t": tenant_id,
-            "q": norm_query,
-            "limit": limit,
-            "cls": entity_class,
+            "qs": sorted(set(norm_queries)),
             "n": _NEAREST_PER_RESULT * limit,
-            "sim": SIMILARITY_MIN,
-            "wsim": WORD_SIMILARITY_MIN,
+            **_THRESHOLDS,
         },
     )
-    return [EntityRow(**r._mapping) for r in rows]
+    found: dict[str, list[EntityRow]] = {}
+    for row in rows:
+        values = dict(row._mapping)
+        found.setdefault(values.pop("query"), []).append(EntityRow(**values))
+    return {
+        q: sorted(found_rows, key=lambda r: (-(r.score or 0.0), r.name))[:limit]
+        for q, found_rows in found.items()
+    }
+
+
+async def entities_by_id(
+    conn: AsyncConnection, tenant_id: UUID, entity_ids: Sequence[UUID]
+) -> dict[UUID, EntityRow]:
+    """The tenant's entities among ``entity_ids``, by id (unknown ids are left out)."""
+    if not entity_ids:
+        return {}
+    rows = await conn.execute(
+        text(f"SELECT {_COLUMNS} FROM entities e WHERE e.tenant_id = :t AND e.id = ANY(:ids)"),
+        {"t": tenant_id, "ids": list(entity_ids)},
+    )
+    return {r.id: EntityRow(**r._mapping) for r in rows}
 
 
 async def lookup_names(
