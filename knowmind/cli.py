@@ -280,6 +280,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
                         bar.write(f"line {number}: {where}: {result.error.message}", sys.stderr)
                 bar.update(len(part))
             bar.close()
+            await runtime.admin.refresh_statistics()  # the planner should know the new rows
         finally:
             await runtime.close()
 

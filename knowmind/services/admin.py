@@ -11,6 +11,7 @@ from knowmind.services.auth import SCOPES, hash_token, new_token
 from knowmind.store import tenants as tenant_store
 from knowmind.store import tokens as token_store
 from knowmind.store.rows import TenantRow, TokenRow
+from knowmind.store.stats import analyze_recall_tables
 
 __all__ = ["AdminService", "IssuedToken"]
 
@@ -41,6 +42,11 @@ class AdminService:
                 )
             except tenant_store.DuplicateTenantError as exc:
                 raise ConflictError(f"a tenant named {name.strip()!r} exists already") from exc
+
+    async def refresh_statistics(self) -> None:
+        """Planner statistics for the recall tables, after a bulk import."""
+        async with self.db.owner_tx() as conn:
+            await analyze_recall_tables(conn)
 
     async def get_tenant(self, tenant_id: UUID) -> TenantRow:
         async with self.db.owner_tx() as conn:

@@ -7,7 +7,27 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["ping", "tenant_stats"]
+__all__ = ["RECALL_TABLES", "analyze_recall_tables", "ping", "tenant_stats"]
+
+# The tables a recall plans its statements over.
+RECALL_TABLES = (
+    "memories",
+    "chunks",
+    "chunk_terms",
+    "bm25_lexemes",
+    "bm25_corpus",
+    "entities",
+    "entity_names",
+    "mentions",
+    "edges",
+)
+
+
+async def analyze_recall_tables(conn: AsyncConnection) -> None:
+    """Fresh planner statistics for the recall tables (as the schema owner). Right after a
+    bulk load the planner does not know the new rows until autovacuum analyses them (up to a
+    minute or more) and may pick scans that cost several times more meanwhile."""
+    await conn.execute(text(f"ANALYZE {', '.join(RECALL_TABLES)}"))
 
 
 async def tenant_stats(conn: AsyncConnection, tenant_id: UUID) -> dict[str, int]:
