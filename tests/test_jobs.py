@@ -112,3 +112,48 @@ async def test_worker_stops_when_cancelled_at_any_moment(db):
         task.cancel()
         done, _ = await asyncio.wait([task], timeout=2)
         assert done, "the job worker ignored its cancellation"
+
+
+class RunOnSpanRecogniserDouble:
+    """Test double: an NER model that returns one span longer than an entity name may be (as
+    spaCy did on a DBpedia abstract) and one that normalises to nothing, besides a real one."""
+
+    name = "double"
+
+    def find(self, text):
+        from knowmind.ingest.ner import Span
+
+        return [
+            Span("Quelle " * 60, "Organization", 0.6, 0, 5),
+            Span("--", "Organization", 0.6, 0, 2),
+            Span("Frankfurt AG", "Organization", 0.9, 4, 16),
+        ]
+
+
+async def test_unnameable_spans_are_skipped_not_retried(db, tenant, monkeypatch):
+    import knowmind.ingest.extract as extract
+
+    monkeypatch.setattr(extract, "build_recognisers", lambda *_: [RunOnSpanRecogniserDouble()])
+    tenant_id = uuid.UUID(tenant.id)
+    async with db.tenant_tx(tenant_id, write=True) as conn:
+        memory_id = await conn.scalar(
+            text(
+                "INSERT INTO memories (tenant_id, content, content_sha256) "
+                "VALUES (:t, 'Die Frankfurt AG', sha256('x'::bytea)) RETURNING id"
+            ),
+            {"t": tenant_id},
+        )
+        await conn.execute(
+            text(
+                "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, language, embedding) "
+                "SELECT :t, :m, 0, 'Die Frankfurt AG', 'german', "
+                "CAST(array_fill(0.1, ARRAY[value::int]) AS vector) FROM knowmind_meta "
+                "WHERE key = 'embedding_dim'"
+            ),
+            {"t": tenant_id, "m": memory_id},
+        )
+    counts = await extract.Extraction(db, ["ner"])(tenant_id, {"memory_id": str(memory_id)})
+    assert counts["spans_skipped"] == 2 and counts["ner"] == 1
+    async with db.tenant_tx(tenant_id) as conn:
+        names = (await conn.execute(text("SELECT name FROM entities"))).scalars().all()
+    assert names == ["Frankfurt AG"]

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.limits import NAME_MAX_CHARS
 from knowmind.db.engine import Database
 from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
 from knowmind.linking.gazetteer import find_known_entities
@@ -60,7 +61,7 @@ class Extraction:
             if title:  # the title is scanned too (last: a mention in the text wins)
                 chunks = [*chunks, (None, title)]
             mentions: list[tuple[Any, ...]] = []
-            counts = {"gazetteer": 0, "ner": 0, "entities_created": 0}
+            counts = {"gazetteer": 0, "ner": 0, "entities_created": 0, "spans_skipped": 0}
             recognisers = build_recognisers(self.extractors, language or "")
             for chunk_id, content in chunks:
                 if "gazetteer" in self.extractors:
@@ -79,6 +80,9 @@ class Extraction:
                         counts["gazetteer"] += 1
                 for recogniser in recognisers:
                     for span in recogniser.find(content):
+                        if not _nameable(span.text):
+                            counts["spans_skipped"] += 1
+                            continue
                         entity_id, created = await _candidate(conn, tenant_id, span)
                         counts["entities_created"] += created
                         mentions.append(
@@ -95,6 +99,13 @@ class Extraction:
                         counts["ner"] += 1
             await edge_store.insert_mentions(conn, tenant_id, mentions)
         return counts
+
+
+def _nameable(text: str) -> bool:
+    """Whether a recognised span can name an entity: an NER model sometimes returns a whole
+    run-on passage (over the name limit) or only punctuation (nothing left once normalised);
+    such a span failed the job on every retry."""
+    return len(text) <= NAME_MAX_CHARS and bool(normalise_name(text))
 
 
 async def _candidate(conn: AsyncConnection, tenant_id: UUID, span: Any) -> tuple[UUID, int]:
