@@ -175,7 +175,7 @@ class RecallSettings:
         },
     )
     vector_tenant_index_min_rows: int = field(
-        default=50_000,
+        default=10_000,
         metadata={
             "doc": "`knowmind tenant-index --auto` builds an HNSW index of their own for tenants "
             "with at least this many chunks (0: none)"

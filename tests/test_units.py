@@ -130,7 +130,7 @@ def test_bad_settings_are_refused_with_the_variable_named(env):
 
 
 def test_tenant_index_threshold_setting():
-    assert Settings.from_env({}).recall.vector_tenant_index_min_rows == 50_000
+    assert Settings.from_env({}).recall.vector_tenant_index_min_rows == 10_000
     env = {"KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS": "0"}
     assert Settings.from_env(env).recall.vector_tenant_index_min_rows == 0
     with pytest.raises(SettingsError, match="KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS"):
