@@ -117,7 +117,7 @@ async def query_lexemes(db, question: str) -> list[str]:
 
 async def bm25(db, tenant_id, question, *, k1=1.2, b=0.75, budget=10**6, limit=50):
     async with db.tenant_tx(tenant_id) as conn:
-        dfs, stats = await lexical.analyse_query(conn, tenant_id, ["german"], question)
+        dfs, _, stats = await lexical.analyse_query(conn, tenant_id, ["german"], question)
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         request = BM25Request(
             tenant_id, terms, stats, MemoryFilters(), limit, k1=k1, b=b, budget=budget
@@ -255,7 +255,7 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
     async with db.owner_tx() as conn:
         await conn.execute(text("ANALYZE chunk_terms"))
     async with db.tenant_tx(tenant_id) as conn:
-        dfs, stats = await lexical.analyse_query(
+        dfs, _, stats = await lexical.analyse_query(
             conn, tenant_id, ["german"], "Bericht Hafen Hamburg"
         )
         request = BM25Request(
@@ -357,7 +357,7 @@ async def test_selective_filters_still_fill_the_result(db):
     rare = ["Am Hafen stehen drei Kräne und ein Lager.", "Ein Hafen ist kein Flughafen."]
     await seed(db, tenant_id, rare, memory_type="procedural")
     async with db.tenant_tx(tenant_id) as conn:
-        dfs, stats = await lexical.analyse_query(conn, tenant_id, ["german"], "Hafen")
+        dfs, _, stats = await lexical.analyse_query(conn, tenant_id, ["german"], "Hafen")
         request = BM25Request(
             tenant_id,
             [ScoredTerm(w, df) for w, df in dfs.items()],

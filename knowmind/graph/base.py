@@ -92,7 +92,7 @@ async def rank_by_power_iteration(
 ) -> PPRRun:
     """Fetch the k-hop subgraph and run PPR here: the same numbers whatever the backend."""
     graph = await reader.subgraph(tenant_id, list(seeds), hops, max_nodes)
-    return power_iteration_run(graph, seeds, damping, max_iterations)
+    return power_iteration_run(graph, seeds, damping, max_iterations, lambda node: node)
 
 
 def power_iteration_run(
@@ -100,12 +100,10 @@ def power_iteration_run(
     seeds: Mapping[K, float],
     damping: float,
     max_iterations: int,
-    node_id: Callable[[K], UUID] | None = None,
+    node_id: Callable[[K], UUID],
 ) -> PPRRun:
     """PPR over a fetched subgraph; ``node_id`` turns node keys into UUIDs for the result."""
     result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
-    if node_id is None:
-        return PPRRun(dict(result.scores), set(graph.memories), result.iterations, _METHOD)  # type: ignore[arg-type]
     scores = {node_id(node): score for node, score in result.scores.items()}
     return PPRRun(scores, {node_id(m) for m in graph.memories}, result.iterations, _METHOD)
 

@@ -67,7 +67,8 @@ async def match_phrase(
     if not norm:
         return []
     exact = await lookup_names(conn, tenant_id, _variants(norm))
-    return (await _match_phrases(conn, tenant_id, {norm: min_score}, exact, limit))[norm]
+    found = (await _match_phrases(conn, tenant_id, {norm: min_score}, exact, limit))[norm]
+    return await _named(conn, tenant_id, found)
 
 
 async def _match_phrases(
@@ -77,9 +78,9 @@ async def _match_phrases(
     exact: dict[str, list[tuple[UUID, str]]],
     limit: int,
 ) -> dict[str, list[MatchedEntity]]:
-    """{normalised phrase: its entities}: the exact hits among its variants (looked up by the
-    caller in ``exact``), else fuzzy matches scoring at least the phrase's minimum — every
-    fuzzy search in one statement."""
+    """{normalised phrase: its best ``limit`` entities}: the exact hits among its variants
+    (looked up by the caller in ``exact``), else fuzzy matches scoring at least the phrase's
+    minimum — every fuzzy search in one statement. Exact hits still lack their names."""
     found: dict[str, list[MatchedEntity]] = {}
     fuzzy = []
     for norm in phrases:
@@ -99,11 +100,7 @@ async def _match_phrases(
                 for row in rows.get(variant, [])
                 if (row.score or 0) >= min_score
             ]
-    named = await _named(conn, tenant_id, [m for ms in found.values() for m in ms])
-    return {
-        norm: [named[m] for m in _best_per_entity(matches)[:limit] if m in named]
-        for norm, matches in found.items()
-    }
+    return {norm: _best_per_entity(matches)[:limit] for norm, matches in found.items()}
 
 
 async def match_entities(
@@ -130,8 +127,7 @@ async def match_entities(
     }
     by_phrase = await _match_phrases(conn, tenant_id, wanted, exact, limit=2)
     found += [m for matches in by_phrase.values() for m in matches]
-    named = await _named(conn, tenant_id, _best_per_entity(found))
-    return [named[m] for m in _best_per_entity(found) if m in named]
+    return await _named(conn, tenant_id, _best_per_entity(found))
 
 
 def _name_phrases(question: str) -> list[str]:
@@ -157,16 +153,16 @@ def _best_per_entity(matches: list[MatchedEntity]) -> list[MatchedEntity]:
 
 async def _named(
     conn: AsyncConnection, tenant_id: UUID, matches: list[MatchedEntity]
-) -> dict[MatchedEntity, MatchedEntity]:
-    """Each match with its entity's name filled in (one look-up for all that lack it); a
-    match whose entity is gone is left out."""
+) -> list[MatchedEntity]:
+    """The matches with their entities' names filled in (one look-up for all that lack one), in
+    order; a match whose entity is gone is left out."""
     rows = await entities_by_id(conn, tenant_id, sorted({m.id for m in matches if not m.name}))
-    named = {}
+    named = []
     for match in matches:
         if match.name:
-            named[match] = match
+            named.append(match)
         elif (row := rows.get(match.id)) is not None:
-            named[match] = MatchedEntity(
-                match.id, row.name, row.entity_class, match.score, match.matched
+            named.append(
+                MatchedEntity(match.id, row.name, row.entity_class, match.score, match.matched)
             )
     return named

@@ -94,7 +94,7 @@ class OkapiBM25Stage:
     ) -> _Analysis:
         """The query's lexemes with their df, plus compound parts and typo corrections.
         Compounds come first: a word that splits is not a typo."""
-        dfs, positions, stats = await lexical.analyse_query_words(
+        dfs, positions, stats = await lexical.analyse_query(
             conn, query.tenant, languages, query.text
         )
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]

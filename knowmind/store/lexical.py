@@ -19,7 +19,6 @@ __all__ = [
     "CorpusStats",
     "ScoredTerm",
     "analyse_query",
-    "analyse_query_words",
     "bm25_candidates",
     "bm25_plan",
     "idf",
@@ -56,19 +55,11 @@ def idf(chunk_count: int, df: int) -> float:
 
 async def analyse_query(
     conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
-) -> tuple[dict[str, int], CorpusStats]:
-    """{lexeme: df} of the query analysed with each text-search configuration in
-    ``languages`` (the union), in the order the words appear in the query; and the tenant's
-    corpus statistics (one round trip)."""
-    dfs, _, stats = await analyse_query_words(conn, tenant_id, languages, query)
-    return dfs, stats
-
-
-async def analyse_query_words(
-    conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
 ) -> tuple[dict[str, int], dict[str, int], CorpusStats]:
-    """As ``analyse_query``, plus each lexeme's word position in the query (the analyses of
-    one word in several languages share it)."""
+    """{lexeme: df} of the query analysed with each text-search configuration in
+    ``languages`` (the union), in the order the words appear in the query; {lexeme: position of
+    its word in the query} (the analyses of one word in several languages share it); and the
+    tenant's corpus statistics (one round trip)."""
     rows = (
         await conn.execute(
             text(

@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
+    "INDEX_USABLE",
     "TENANT_INDEX_PREFIX",
     "TenantIndex",
     "build_tenant_index",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 TENANT_INDEX_PREFIX = "chunks_embedding_t_"
+# pg_index: built completely (a CONCURRENTLY build that failed or is still running is not)
+INDEX_USABLE = "indisvalid AND indisready"
 _GLOBAL_INDEX = "chunks_embedding"
 # "... USING hnsw (embedding vector_cosine_ops)" with optional storage options "WITH (m='16')"
 _HNSW_DEFINITION = re.compile(
@@ -69,8 +72,8 @@ async def _global_index_method(conn: AsyncConnection) -> str:
 async def _index_valid(conn: AsyncConnection, name: str) -> bool | None:
     """True/False for a valid/invalid index of that name; None when there is none."""
     valid = await conn.scalar(
-        text("SELECT indisvalid AND indisready FROM pg_index WHERE indexrelid = to_regclass(:n)"),
-        {"n": name},
+        text(f"SELECT {INDEX_USABLE} FROM pg_index WHERE indexrelid = to_regclass(:index)"),
+        {"index": name},
     )
     return None if valid is None else bool(valid)
 
@@ -107,7 +110,7 @@ async def list_tenant_indexes(conn: AsyncConnection) -> list[TenantIndex]:
     """Every tenant index, valid or not, with its size on disk."""
     rows = await conn.execute(
         text(
-            "SELECT c.relname, i.indisvalid AND i.indisready, pg_relation_size(c.oid) "
+            f"SELECT c.relname, {INDEX_USABLE}, pg_relation_size(c.oid) "
             "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = 'chunks'::regclass AND c.relname LIKE :prefix "
             "ORDER BY c.relname"

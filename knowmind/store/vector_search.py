@@ -34,7 +34,7 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.search import MemoryFilters
-from knowmind.store.tenant_index import tenant_index_name
+from knowmind.store.tenant_index import INDEX_USABLE, tenant_index_name
 
 __all__ = [
     "DEFAULT_EF_SEARCH",
@@ -55,7 +55,7 @@ _SELECTIVE_FILTERS = ("tags", "source", "domain", "document_id")
 # the tenant's rows counted up to :cap, and whether its own index is complete and usable
 _PATH_FACTS = text(
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks WHERE tenant_id = :tenant LIMIT :cap)"
-    " AS rows), coalesce((SELECT indisvalid AND indisready FROM pg_index"
+    f" AS rows), coalesce((SELECT {INDEX_USABLE} FROM pg_index"
     " WHERE indexrelid = to_regclass(:index)), false)"
 )
 _SELECT = (
