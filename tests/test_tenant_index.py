@@ -15,7 +15,11 @@ from knowmind import cli
 from knowmind.db.engine import Database
 from knowmind.services.tenant_index import TenantIndexService
 from knowmind.store.search import MemoryFilters
-from knowmind.store.tenant_index import list_tenant_indexes, tenant_index_name
+from knowmind.store.tenant_index import (
+    TENANT_EF_CONSTRUCTION,
+    list_tenant_indexes,
+    tenant_index_name,
+)
 from knowmind.store.vector_search import (
     choose_vector_path,
     explain_vector_search,
@@ -50,6 +54,12 @@ async def test_the_indexed_tenant_takes_its_own_index(db, pair):
     assert await _path(db, indexed) == "tenant-hnsw"
     assert await _path(db, indexed, ROWS) == "exact"  # small enough: exact still wins
     assert await _path(db, plain) == "hnsw"
+    async with db.owner_tx() as conn:
+        definition = await conn.scalar(
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"),
+            {"name": tenant_index_name(indexed)},
+        )
+    assert f"ef_construction='{TENANT_EF_CONSTRUCTION}'" in definition, definition
     async with db.tenant_tx(indexed) as conn:
         plan = await explain_vector_search(
             conn, indexed, _query(40), _time_and_type(), 10, "tenant-hnsw"

@@ -10,6 +10,7 @@ from uuid import UUID
 from knowmind.graph.ppr import ppr_over_edges
 
 __all__ = [
+    "MAX_FRONTIER",
     "GraphReader",
     "Link",
     "PPRRun",
@@ -24,6 +25,8 @@ Link = tuple[UUID, str, UUID, str, float]  # (a, a kind, b, b kind, weight)
 # PostgreSQL reader sends them) its text.
 K = TypeVar("K", UUID, str)
 _METHOD = "power-iteration"
+# Nodes expanded per hop after the first: the most strongly tied to the last hop.
+MAX_FRONTIER = 60
 
 
 @dataclass(slots=True)
@@ -113,25 +116,31 @@ async def breadth_first(
     hops: int,
     max_nodes: int,
     links_of: Callable[[list[K]], Awaitable[list[tuple[K, str, K, str, float]]]],
+    max_frontier: int | None = None,
 ) -> Subgraph[K]:
     """Expand hop by hop from the seeds; ``links_of(frontier)`` returns every link touching
-    the frontier. At most ``max_nodes`` nodes are reached."""
+    the frontier. At most ``max_nodes`` nodes are reached, and each further hop expands only
+    the ``max_frontier`` nodes most strongly tied to the last one (sum of their links'
+    weights): a walk from the seeds hardly reaches past the weakly tied ones, and expanding
+    them is most of a hop's work."""
     graph: Subgraph[K] = Subgraph()
     seen = set(seeds)
     frontier = list(seeds)
     for _ in range(hops):
         if not frontier:
             break
-        next_frontier = []
+        strength: dict[K, float] = {}
         for a, a_kind, b, b_kind, weight in await links_of(frontier):
             graph.add(a, a_kind, b, b_kind, weight)
-            if len(seen) >= max_nodes:
-                continue
             for node in (a, b):
-                if node not in seen and len(seen) < max_nodes:
+                if node in strength:
+                    strength[node] += weight
+                elif node not in seen and len(seen) < max_nodes:
                     seen.add(node)
-                    next_frontier.append(node)
-        frontier = next_frontier
+                    strength[node] = weight
+        frontier = list(strength)
+        if max_frontier is not None and len(frontier) > max_frontier:
+            frontier = sorted(frontier, key=lambda n: -strength[n])[:max_frontier]
     # links found while expanding the last hop may point beyond it: keep only reached nodes
     graph.links = {k: w for k, w in graph.links.items() if k[0] in seen and k[1] in seen}
     graph.memories &= seen

@@ -15,7 +15,14 @@ from uuid import UUID
 
 from neo4j import AsyncDriver, AsyncGraphDatabase
 
-from knowmind.graph.base import Link, PPRRun, Subgraph, breadth_first, rank_by_power_iteration
+from knowmind.graph.base import (
+    MAX_FRONTIER,
+    Link,
+    PPRRun,
+    Subgraph,
+    breadth_first,
+    rank_by_power_iteration,
+)
 
 __all__ = ["Neo4jGraphReader"]
 
@@ -81,7 +88,7 @@ class Neo4jGraphReader:
                 ]
             return links
 
-        return await breadth_first(seeds, hops, max_nodes, links_of)
+        return await breadth_first(seeds, hops, max_nodes, links_of, MAX_FRONTIER)
 
     async def personalized_pagerank(
         self,

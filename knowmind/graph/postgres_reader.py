@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 from knowmind.db.engine import Database
-from knowmind.graph.base import PPRRun, Subgraph, breadth_first, power_iteration_run
+from knowmind.graph.base import (
+    MAX_FRONTIER,
+    PPRRun,
+    Subgraph,
+    breadth_first,
+    power_iteration_run,
+)
 from knowmind.store.edges import TextLink, neighbour_links, uuid_from_text
 
 __all__ = ["PostgresGraphReader"]
@@ -23,9 +29,11 @@ class PostgresGraphReader:
         max_nodes: int = 800,
         links_per_node: int = 40,
         links_per_hop: int = 2000,
+        max_frontier: int = MAX_FRONTIER,
     ) -> None:
         self.db = db
         self.max_nodes = max_nodes
+        self.max_frontier = max_frontier
         self.links_per_node = links_per_node
         self.links_per_hop = links_per_hop
 
@@ -52,7 +60,7 @@ class PostgresGraphReader:
     ) -> Subgraph[str]:
         """The subgraph keyed by the nodes' text: thousands of links are hashed and compared
         while it is built, and text does both faster than UUID objects."""
-        async with self.db.tenant_tx(tenant_id) as conn:
+        async with self.db.read(tenant_id) as conn:
 
             async def links_of(frontier: list[str]) -> list[TextLink]:
                 return await neighbour_links(
@@ -63,4 +71,4 @@ class PostgresGraphReader:
                     max_links=self.links_per_hop,
                 )
 
-            return await breadth_first(seeds, hops, max_nodes, links_of)
+            return await breadth_first(seeds, hops, max_nodes, links_of, self.max_frontier)

@@ -7,11 +7,10 @@ import re
 from dataclasses import dataclass
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from knowmind.linking.gazetteer import ngrams
 from knowmind.linking.names import normalise_name
 from knowmind.store.entities import entities_by_id, lookup_names, search_entities_many
+from knowmind.store.sql import Conn
 
 __all__ = ["MatchedEntity", "match_entities", "match_phrase"]
 
@@ -56,7 +55,7 @@ def _variants(norm: str) -> list[str]:
 
 
 async def match_phrase(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     phrase: str,
     limit: int = 3,
@@ -72,7 +71,7 @@ async def match_phrase(
 
 
 async def _match_phrases(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     phrases: dict[str, float],
     exact: dict[str, list[tuple[UUID, str]]],
@@ -103,9 +102,7 @@ async def _match_phrases(
     return {norm: _best_per_entity(matches)[:limit] for norm, matches in found.items()}
 
 
-async def match_entities(
-    conn: AsyncConnection, tenant_id: UUID, question: str
-) -> list[MatchedEntity]:
+async def match_entities(conn: Conn, tenant_id: UUID, question: str) -> list[MatchedEntity]:
     """Every entity the question names: all exact n-gram hits, plus fuzzy matches for
     capitalised phrases that matched nothing exactly (a few statements, not one per phrase)."""
     grams = ngrams(question)
@@ -151,9 +148,7 @@ def _best_per_entity(matches: list[MatchedEntity]) -> list[MatchedEntity]:
     return sorted(best.values(), key=lambda m: (-m.score, -len(m.matched)))
 
 
-async def _named(
-    conn: AsyncConnection, tenant_id: UUID, matches: list[MatchedEntity]
-) -> list[MatchedEntity]:
+async def _named(conn: Conn, tenant_id: UUID, matches: list[MatchedEntity]) -> list[MatchedEntity]:
     """The matches with their entities' names filled in (one look-up for all that lack one), in
     order; a match whose entity is gone is left out."""
     rows = await entities_by_id(conn, tenant_id, sorted({m.id for m in matches if not m.name}))

@@ -8,13 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from knowmind.models.language import LanguageDetector
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.compounds import compound_expansions
 from knowmind.store import lexical
 from knowmind.store.lexical import CorpusStats, ScoredTerm
+from knowmind.store.sql import Conn
 
 __all__ = ["LexicalOptions", "OkapiBM25Stage"]
 
@@ -62,7 +61,7 @@ class OkapiBM25Stage:
         languages = [query.language]
         if detected is not None and detected != query.language:
             languages.append(detected)
-        async with ctx.db.tenant_tx(query.tenant) as conn:
+        async with ctx.db.read(query.tenant) as conn:
             analysis = await self._analyse(conn, query, languages)
             request = lexical.BM25Request(
                 query.tenant,
@@ -90,12 +89,14 @@ class OkapiBM25Stage:
         return self.detector.detect(text)
 
     async def _analyse(
-        self, conn: AsyncConnection, query: RecallRequest, languages: Sequence[str]
+        self, conn: Conn, query: RecallRequest, languages: Sequence[str]
     ) -> _Analysis:
         """The query's lexemes with their df, plus compound parts and typo corrections.
         Compounds come first: a word that splits is not a typo."""
+        # a question in another language than the tenant's: its own stopwords are dropped
+        own = languages[-1] if len(languages) > 1 else None
         dfs, positions, stats = await lexical.analyse_query(
-            conn, query.tenant, languages, query.text
+            conn, query.tenant, languages, query.text, stopwords_of=own
         )
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
         compounds: dict[str, list[str]] = {}
@@ -122,7 +123,7 @@ class OkapiBM25Stage:
         return _Analysis(_merge(terms), stats, len(dfs), matched, corrections, compounds)
 
     async def _corrections(
-        self, conn: AsyncConnection, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]
+        self, conn: Conn, tenant_id: UUID, unknown: list[str], terms: list[ScoredTerm]
     ) -> dict[str, list[str]]:
         """{unknown lexeme: its closest vocabulary lexemes}, added to ``terms`` (two equally
         close corrections share the weight of the word)."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from knowmind.store import lexical
+from knowmind.store.sql import Conn
 
 __all__ = ["MIN_PART", "compound_expansions"]
 
@@ -44,7 +43,7 @@ def _rests(word: str, compound: str) -> list[str]:
 
 
 async def compound_expansions(
-    conn: AsyncConnection, tenant_id: UUID, words: Sequence[str]
+    conn: Conn, tenant_id: UUID, words: Sequence[str]
 ) -> dict[str, list[tuple[str, int]]]:
     """{query lexeme: [(vocabulary lexeme, df), …]}: its parts and its compounds."""
     words = [w for w in words if len(w) >= MIN_PART]

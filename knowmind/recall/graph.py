@@ -75,7 +75,7 @@ class GraphStage:
         ranked = sorted(
             (node for node in result.scores if node in memories), key=lambda n: -result.scores[n]
         )[: query.candidates]
-        async with ctx.db.tenant_tx(query.tenant) as conn:
+        async with ctx.db.read(query.tenant) as conn:
             chunks = await first_chunks(conn, query.tenant, ranked, query.filters)
         if query.explain:
             top = sorted(result.scores.items(), key=lambda kv: -kv[1])[:10]
@@ -121,7 +121,7 @@ class GraphStage:
             for rank, memory_id in enumerate(seen[:SEED_HITS], start=1):
                 hit_rank[memory_id] = min(rank, hit_rank.get(memory_id, rank))
         if hit_rank:
-            async with ctx.db.tenant_tx(query.tenant) as conn:
+            async with ctx.db.read(query.tenant) as conn:
                 pairs = await mentioned_entities(conn, query.tenant, list(hit_rank))
             for memory_id, entity_id in pairs:
                 found[entity_id] += 1.0 / hit_rank[memory_id]

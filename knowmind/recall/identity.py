@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from knowmind.linking.matching import match_phrase
 from knowmind.linking.names import normalise_name
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.search import connected_entities, first_chunks, memories_mentioning
+from knowmind.store.sql import Conn
 
 __all__ = ["IdentityStage", "Intent", "parse_question"]
 
@@ -81,7 +80,7 @@ class IdentityStage:
         if intent is None:
             return []
         tenant = query.tenant
-        async with ctx.db.tenant_tx(tenant) as conn:
+        async with ctx.db.read(tenant) as conn:
             matches = await match_phrase(conn, tenant, _strip_articles(intent.subject))
             if query.explain:
                 ctx.explain["intent"] = {
@@ -107,7 +106,7 @@ class IdentityStage:
 
 
 async def _targets(
-    conn: AsyncConnection, tenant: UUID, subject: UUID, intent: Intent
+    conn: Conn, tenant: UUID, subject: UUID, intent: Intent
 ) -> list[tuple[UUID, str]]:
     """The nodes a class or relation question asks for. Classes are looked for one hop away,
     then two (contracts hang off the client's project, not the client)."""
@@ -132,7 +131,7 @@ async def _targets(
 
 
 async def _memories_about(
-    conn: AsyncConnection, query: RecallRequest, targets: dict[UUID, str]
+    conn: Conn, query: RecallRequest, targets: dict[UUID, str]
 ) -> list[Candidate]:
     """Memories about the target entities: profiles (memories titled with a target's name)
     first, then by target order, inline relations before gazetteer and NER mentions, and

@@ -132,7 +132,7 @@ class RecallPipeline:
 
         reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
         shortlist = fused[: max(query.k, self.rerank.candidates)]
-        async with self.db.tenant_tx(query.tenant) as conn:
+        async with self.db.read(query.tenant) as conn:
             chunks = await fetch_chunks(conn, query.tenant, [best_chunk[f.key] for f in shortlist])
         shortlist = [f for f in shortlist if best_chunk[f.key] in chunks]  # deleted meanwhile
         rerank_started = time.perf_counter()
@@ -250,7 +250,7 @@ class RecallPipeline:
         return vectors[0]
 
     async def _entities(self, query: RecallRequest) -> list[MatchedEntity]:
-        async with self.db.tenant_tx(query.tenant) as conn:
+        async with self.db.read(query.tenant) as conn:
             return await match_entities(conn, query.tenant, query.text)
 
 

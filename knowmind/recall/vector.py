@@ -26,7 +26,7 @@ class VectorStage:
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()
-        async with ctx.db.tenant_tx(query.tenant) as conn:
+        async with ctx.db.read(query.tenant) as conn:
             path = await choose_vector_path(conn, query.tenant, self.exact_max_rows)
             rows = await vector_candidates(
                 conn,

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import tenant_write_lock_key
 from knowmind.store.scalars import maybe_id, one_id
+from knowmind.store.sql import Conn, fetch, fetchrow
 
 __all__ = [
     "TextLink",
@@ -256,7 +257,7 @@ def uuid_from_text(text: str) -> UUID:
 
 
 async def neighbour_links(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     frontier: Sequence[UUID | str],
     *,
@@ -270,8 +271,9 @@ async def neighbour_links(
     each, so a hub entity mentioned by thousands of memories costs ``per_node`` rows, not
     thousands) and at most ``max_links`` in all. A (memory, entity) pair found by several
     methods comes once per method; the subgraph keeps the highest weight."""
-    rows = await conn.execute(
-        text(
+    row = await fetchrow(
+        conn,
+        (
             "WITH frontier AS (SELECT DISTINCT unnest(CAST(:f AS uuid[])) AS id) "
             "SELECT array_agg(CAST(a AS text)), array_agg(a_kind), "
             "array_agg(CAST(b AS text)), array_agg(b_kind), "
@@ -298,19 +300,20 @@ async def neighbour_links(
         },
     )
     # one row of arrays: thousands of links decode in the driver, not row by row in Python
-    a, a_kind, b, b_kind, weight = rows.one()
+    a, a_kind, b, b_kind, weight = row
     return list(zip(a or (), a_kind or (), b or (), b_kind or (), weight or (), strict=True))
 
 
 async def mentioned_entities(
-    conn: AsyncConnection, tenant_id: UUID, memory_ids: Sequence[UUID]
+    conn: Conn, tenant_id: UUID, memory_ids: Sequence[UUID]
 ) -> list[tuple[UUID, UUID]]:
     """(memory id, entity id) for every entity the memories mention."""
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT DISTINCT memory_id, entity_id FROM mentions "
             "WHERE tenant_id = :t AND memory_id = ANY(:m)"
         ),
         {"t": tenant_id, "m": list(memory_ids)},
     )
-    return [tuple(r) for r in rows]
+    return [(r[0], r[1]) for r in rows]

@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.scalars import maybe_id
+from knowmind.store.sql import Conn, fetch
 
 __all__ = [
     "EntityRow",
@@ -183,7 +184,7 @@ async def search_entities(
 
 
 async def search_entities_many(
-    conn: AsyncConnection, tenant_id: UUID, norm_queries: Sequence[str], limit: int
+    conn: Conn, tenant_id: UUID, norm_queries: Sequence[str], limit: int
 ) -> dict[str, list[EntityRow]]:
     """``search_entities`` for several queries in one statement: {query: rows best first}.
 
@@ -199,8 +200,9 @@ async def search_entities_many(
     )
     by_name = nearest.format(distance="n.norm_name <-> x.q")
     by_word = nearest.format(distance="x.q <<-> n.norm_name")
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             f"SELECT x.q AS query, {_COLUMNS}, {_SCORE.replace(':q', 'x.q')} AS score "
             "FROM unnest(CAST(:qs AS text[])) AS x(q) "
             f"CROSS JOIN LATERAL ({by_name} UNION {by_word}) AS c "
@@ -216,7 +218,7 @@ async def search_entities_many(
     )
     found: dict[str, list[EntityRow]] = {}
     for row in rows:
-        values = dict(row._mapping)
+        values = dict(row)
         found.setdefault(values.pop("query"), []).append(EntityRow(**values))
     return {
         q: sorted(found_rows, key=lambda r: (-(r.score or 0.0), r.name))[:limit]
@@ -225,26 +227,28 @@ async def search_entities_many(
 
 
 async def entities_by_id(
-    conn: AsyncConnection, tenant_id: UUID, entity_ids: Sequence[UUID]
+    conn: Conn, tenant_id: UUID, entity_ids: Sequence[UUID]
 ) -> dict[UUID, EntityRow]:
     """The tenant's entities among ``entity_ids``, by id (unknown ids are left out)."""
     if not entity_ids:
         return {}
-    rows = await conn.execute(
-        text(f"SELECT {_COLUMNS} FROM entities e WHERE e.tenant_id = :t AND e.id = ANY(:ids)"),
+    rows = await fetch(
+        conn,
+        f"SELECT {_COLUMNS} FROM entities e WHERE e.tenant_id = :t AND e.id = ANY(:ids)",
         {"t": tenant_id, "ids": list(entity_ids)},
     )
-    return {r.id: EntityRow(**r._mapping) for r in rows}
+    return {r["id"]: EntityRow(**r) for r in rows}
 
 
 async def lookup_names(
-    conn: AsyncConnection, tenant_id: UUID, candidates: list[str]
+    conn: Conn, tenant_id: UUID, candidates: list[str]
 ) -> dict[str, list[tuple[UUID, str]]]:
     """Exact lookup of many normalised n-grams at once: {ngram: [(entity id, class)]}."""
     if not candidates:
         return {}
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT n.norm_name, e.id, e.entity_class FROM entity_names n JOIN entities e "
             "ON e.tenant_id = n.tenant_id AND e.id = n.entity_id "
             "WHERE n.tenant_id = :t AND n.norm_name = ANY(CAST(:names AS text[]))"

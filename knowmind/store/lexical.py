@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from knowmind.store.search import MemoryFilters
+from knowmind.store.sql import Conn, fetch
 
 __all__ = [
     "BM25Request",
@@ -54,42 +52,51 @@ def idf(chunk_count: int, df: int) -> float:
 
 
 async def analyse_query(
-    conn: AsyncConnection, tenant_id: UUID, languages: Sequence[str], query: str
+    conn: Conn,
+    tenant_id: UUID,
+    languages: Sequence[str],
+    query: str,
+    stopwords_of: str | None = None,
 ) -> tuple[dict[str, int], dict[str, int], CorpusStats]:
     """{lexeme: df} of the query analysed with each text-search configuration in
     ``languages`` (the union), in the order the words appear in the query; {lexeme: position of
     its word in the query} (the analyses of one word in several languages share it); and the
-    tenant's corpus statistics (one round trip)."""
-    rows = (
-        await conn.execute(
-            text(
-                "WITH q AS (SELECT w.lexeme, min(p) AS pos FROM "
-                "unnest(CAST(:languages AS regconfig[])) AS cfg, "
-                "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p "
-                "GROUP BY w.lexeme), "
-                "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
-                "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length, q.pos "
-                "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
-                "LEFT JOIN bm25_lexemes l ON l.tenant_id = :t AND l.lexeme = q.lexeme "
-                "ORDER BY q.pos, q.lexeme"
-            ),
-            {"t": tenant_id, "languages": list(languages), "query": query},
-        )
-    ).all()
+    tenant's corpus statistics (one round trip).
+
+    ``stopwords_of``: one of ``languages``, the query's own: a word it drops as a stopword is
+    dropped from every analysis (an English "the" analysed as German is no content word)."""
+    rows = await fetch(
+        conn,
+        (
+            "WITH a AS (SELECT cfg, w.lexeme, p FROM "
+            "unnest(CAST(:languages AS regconfig[])) AS cfg, "
+            "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p), "
+            "q AS (SELECT lexeme, min(p) AS pos FROM a WHERE CAST(:own AS text) IS NULL "
+            "OR p IN (SELECT p FROM a WHERE cfg = CAST(CAST(:own AS text) AS regconfig)) "
+            "GROUP BY lexeme), "
+            "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
+            "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length, q.pos "
+            "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
+            "LEFT JOIN bm25_lexemes l ON l.tenant_id = :t AND l.lexeme = q.lexeme "
+            "ORDER BY q.pos, q.lexeme"
+        ),
+        {"t": tenant_id, "languages": list(languages), "query": query, "own": stopwords_of},
+    )
     stats = CorpusStats(int(rows[0][2] or 0), int(rows[0][3] or 0))
     dfs = {r[0]: int(r[1]) for r in rows if r[0] is not None}
     return dfs, {r[0]: int(r[4]) for r in rows if r[0] is not None}, stats
 
 
 async def similar_lexemes(
-    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
+    conn: Conn, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
 ) -> dict[str, list[tuple[str, float, int]]]:
     """{lexeme: [(vocabulary lexeme, trigram similarity, df), …]} best first (ties: higher df),
     at most ``per_term`` each, similarity ≥ ``threshold`` (nearest by the trigram KNN index)."""
     if not lexemes:
         return {}
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT q.lexeme, c.lexeme, c.sim, c.df FROM unnest(CAST(:lexemes AS text[])) "
             "AS q(lexeme) CROSS JOIN LATERAL (SELECT l.lexeme, similarity(l.lexeme, q.lexeme) "
             "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme <> q.lexeme "
@@ -107,14 +114,13 @@ async def similar_lexemes(
     }
 
 
-async def lexeme_dfs(
-    conn: AsyncConnection, tenant_id: UUID, words: Sequence[str]
-) -> dict[str, int]:
+async def lexeme_dfs(conn: Conn, tenant_id: UUID, words: Sequence[str]) -> dict[str, int]:
     """{word: df} of the words that are in the tenant's vocabulary."""
     if not words:
         return {}
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT lexeme, df FROM bm25_lexemes WHERE tenant_id = :t "
             "AND lexeme = ANY(CAST(:words AS text[]))"
         ),
@@ -124,14 +130,15 @@ async def lexeme_dfs(
 
 
 async def lexemes_extending(
-    conn: AsyncConnection, tenant_id: UUID, lexemes: Sequence[str], min_extra: int
+    conn: Conn, tenant_id: UUID, lexemes: Sequence[str], min_extra: int
 ) -> dict[str, list[tuple[str, int]]]:
     """{lexeme: [(vocabulary lexeme, df), …]}: the tenant's lexemes that start or end with the
     lexeme and are at least ``min_extra`` letters longer (prefix and suffix range scans)."""
     if not lexemes:
         return {}
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT q.lexeme, x.lexeme, x.df FROM unnest(CAST(:lexemes AS text[])) AS q(lexeme) "
             "CROSS JOIN LATERAL (SELECT l.lexeme, l.df FROM bm25_lexemes l "
             " WHERE l.tenant_id = :t AND l.lexeme > q.lexeme "
@@ -151,7 +158,7 @@ async def lexemes_extending(
 
 # How many of the best chunks by their partially read postings are scored exactly, per chunk
 # of the shortlist: their rank by the partial score is already close to the exact one.
-RESCORE_FACTOR = 2
+RESCORE_FACTOR = 1
 
 
 def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list[int]:
@@ -253,24 +260,22 @@ class BM25Request:
         return _bm25_sql(where, exhaustive), params, truncated or sum(depths) > params["shortlist"]
 
 
-async def bm25_candidates(
-    conn: AsyncConnection, request: BM25Request
-) -> list[tuple[UUID, UUID, float]]:
+async def bm25_candidates(conn: Conn, request: BM25Request) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, BM25 score), best first. Candidates come from the best postings
     of each term (bounded by ``budget``, rarest terms first) and are then scored exactly;
     when the filters leave fewer than ``limit`` of them, the filtered chunks are scored."""
     if not any(t.df > 0 for t in request.terms) or request.stats.chunk_count == 0:
         return []
     sql, params, partial = request.statement()
-    rows = (await conn.execute(text(sql), params)).all()
+    rows = await fetch(conn, sql, params)
     if len(rows) < request.limit and partial:
         sql, params, _ = request.statement(exhaustive=True)
-        rows = (await conn.execute(text(sql), params)).all()
+        rows = await fetch(conn, sql, params)
     return [(r[0], r[1], float(r[2])) for r in rows]
 
 
-async def bm25_plan(conn: AsyncConnection, request: BM25Request) -> str:
+async def bm25_plan(conn: Conn, request: BM25Request) -> str:
     """The executed plan of the bounded BM25 statement (EXPLAIN ANALYZE), for checks."""
     sql, params, _ = request.statement()
-    rows = await conn.execute(text(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}"), params)
+    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
     return "\n".join(r[0] for r in rows)

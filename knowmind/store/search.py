@@ -7,10 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from knowmind.store.rows import ChunkHit
+from knowmind.store.sql import Conn, fetch
 
 __all__ = [
     "MemoryFilters",
@@ -71,13 +69,12 @@ class MemoryFilters:
         return "".join(f" AND {c}" for c in clauses), params
 
 
-async def fetch_chunks(
-    conn: AsyncConnection, tenant_id: UUID, chunk_ids: list[UUID]
-) -> dict[UUID, ChunkHit]:
+async def fetch_chunks(conn: Conn, tenant_id: UUID, chunk_ids: list[UUID]) -> dict[UUID, ChunkHit]:
     if not chunk_ids:
         return {}
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
             "m.created_at FROM chunks c JOIN memories m "
             "ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
@@ -85,18 +82,19 @@ async def fetch_chunks(
         ),
         {"tenant": tenant_id, "ids": chunk_ids},
     )
-    return {r.chunk_id: ChunkHit(**r._mapping) for r in rows}
+    return {r[0]: ChunkHit(**r) for r in rows}
 
 
 async def first_chunks(
-    conn: AsyncConnection, tenant_id: UUID, memory_ids: list[UUID], filters: MemoryFilters
+    conn: Conn, tenant_id: UUID, memory_ids: list[UUID], filters: MemoryFilters
 ) -> dict[UUID, UUID]:
     """{memory id: its first chunk} for the memories that pass the filters."""
     if not memory_ids:
         return {}
     where, params = filters.sql()
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "SELECT DISTINCT ON (c.memory_id) c.memory_id, c.id FROM chunks c "
             "JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
             f"WHERE c.tenant_id = :tenant AND c.memory_id = ANY(:ids){where} "
@@ -108,7 +106,7 @@ async def first_chunks(
 
 
 async def memories_mentioning(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     entity_ids: list[UUID],
     filters: MemoryFilters,
@@ -119,8 +117,9 @@ async def memories_mentioning(
     if not entity_ids:
         return []
     where, params = filters.sql()
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             "WITH hits AS ("
             " SELECT memory_id, entity_id, CASE method WHEN 'inline' THEN 0 "
             " WHEN 'gazetteer' THEN 1 ELSE 2 END AS method_rank, "
@@ -136,11 +135,11 @@ async def memories_mentioning(
         ),
         {"tenant": tenant_id, "ids": entity_ids, "limit": limit, **params},
     )
-    return [dict(r._mapping) for r in rows]
+    return [dict(r) for r in rows]
 
 
 async def connected_entities(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     entity_id: UUID,
     *,
@@ -169,8 +168,9 @@ async def connected_entities(
     if entity_class:
         filters += " AND e.entity_class = :cls"
         params["cls"] = entity_class
-    rows = await conn.execute(
-        text(
+    rows = await fetch(
+        conn,
+        (
             f"SELECT DISTINCT e.id, e.name FROM ({' UNION ALL '.join(clauses)}) AS n "
             "JOIN entities e ON e.tenant_id = :tenant AND e.id = n.node "
             f"WHERE true{filters} ORDER BY e.name"

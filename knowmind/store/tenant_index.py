@@ -3,7 +3,8 @@
 The global ``chunks_embedding`` graph holds every tenant's vectors, so a filtered walk for one
 tenant visits (and discards) the others' rows: recall drops and the walk gets slower as the
 table grows. A partial index ``WHERE tenant_id = '<uuid>'`` is a graph of that tenant's
-vectors alone (same operator class and options as the global index). It costs a second copy of
+vectors alone (the global index's operator class and options, built with a larger
+``ef_construction``). It costs a second copy of
 the tenant's vectors in an index, so it is built only for large tenants (``knowmind
 tenant-index``).
 
@@ -24,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
     "INDEX_USABLE",
+    "TENANT_EF_CONSTRUCTION",
     "TENANT_INDEX_PREFIX",
     "TenantIndex",
     "build_tenant_index",
@@ -37,6 +39,11 @@ TENANT_INDEX_PREFIX = "chunks_embedding_t_"
 # pg_index: built completely (a CONCURRENTLY build that failed or is still running is not)
 INDEX_USABLE = "indisvalid AND indisready"
 _GLOBAL_INDEX = "chunks_embedding"
+# A tenant index is built once per large tenant and probed on every recall of it: a better
+# graph than pgvector's default (ef_construction 64) is worth the build time. On the scale
+# corpus (100k chunks) recall@10 at ef_search 200 rose from 0.923 to 0.955 (build 66 s on
+# 2 cores); m 32 did not help (0.918, build 159 s).
+TENANT_EF_CONSTRUCTION = 128
 # "... USING hnsw (embedding vector_cosine_ops)" with optional storage options "WITH (m='16')"
 _HNSW_DEFINITION = re.compile(
     r"USING hnsw (\(embedding (?:vector|halfvec)_cosine_ops\))( WITH \([a-z_]+='?\d+'?"
@@ -58,7 +65,8 @@ def tenant_index_name(tenant_id: UUID) -> str:
 
 
 async def _global_index_method(conn: AsyncConnection) -> str:
-    """``(embedding <opclass>)`` and its options, as the global HNSW index has them."""
+    """``(embedding <opclass>)`` and its options: the global HNSW index's, with
+    ``ef_construction`` at least ``TENANT_EF_CONSTRUCTION``."""
     definition = await conn.scalar(
         text("SELECT indexdef FROM pg_indexes WHERE tablename = 'chunks' AND indexname = :name"),
         {"name": _GLOBAL_INDEX},
@@ -66,7 +74,11 @@ async def _global_index_method(conn: AsyncConnection) -> str:
     found = _HNSW_DEFINITION.search(str(definition or ""))
     if found is None:
         raise RuntimeError(f"unexpected definition of the {_GLOBAL_INDEX} index: {definition!r}")
-    return found.group(1) + (found.group(2) or "")
+    options = dict(re.findall(r"([a-z_]+)='?(\d+)'?", found.group(2) or ""))
+    options["ef_construction"] = str(
+        max(int(options.get("ef_construction", 0)), TENANT_EF_CONSTRUCTION)
+    )
+    return found.group(1) + " WITH (" + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
 
 
 async def _index_valid(conn: AsyncConnection, name: str) -> bool | None:

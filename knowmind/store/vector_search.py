@@ -29,11 +29,9 @@ from typing import Any, Literal
 from uuid import UUID
 
 import numpy as np
-from pgvector.sqlalchemy import Vector
-from sqlalchemy import TextClause, bindparam, text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.search import MemoryFilters
+from knowmind.store.sql import Conn, fetch, fetchrow, one_transaction, vector_text
 from knowmind.store.tenant_index import INDEX_USABLE, tenant_index_name
 
 __all__ = [
@@ -53,7 +51,7 @@ DEFAULT_EF_SEARCH = 200
 _SELECTIVE_FILTERS = ("tags", "source", "domain", "document_id")
 
 # the tenant's rows counted up to :cap, and whether its own index is complete and usable
-_PATH_FACTS = text(
+_PATH_FACTS = (
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM chunks WHERE tenant_id = :tenant LIMIT :cap)"
     f" AS rows), coalesce((SELECT {INDEX_USABLE} FROM pg_index"
     " WHERE indexrelid = to_regclass(:index)), false)"
@@ -65,7 +63,7 @@ _SELECT = (
 
 
 async def choose_vector_path(
-    conn: AsyncConnection, tenant_id: UUID, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS
+    conn: Conn, tenant_id: UUID, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS
 ) -> VectorPath:
     """``exact`` when the tenant holds at most ``exact_max_rows`` chunks (counted up to that),
     else ``tenant-hnsw`` when it has a valid index of its own, else ``hnsw``. One round trip."""
@@ -74,13 +72,13 @@ async def choose_vector_path(
         "cap": max(exact_max_rows, 0) + 1,
         "index": tenant_index_name(tenant_id),
     }
-    rows, own_index = (await conn.execute(_PATH_FACTS, params)).one()
+    rows, own_index = await fetchrow(conn, _PATH_FACTS, params)
     if exact_max_rows > 0 and int(rows) <= exact_max_rows:
         return "exact"
     return "tenant-hnsw" if own_index else "hnsw"
 
 
-def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[TextClause, dict[str, Any]]:
+def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[str, dict[str, Any]]:
     where, params = filters.sql()
     if path == "exact":
         # OFFSET 0 fences the subquery: distances of the tenant's rows, then a top-k sort.
@@ -96,17 +94,16 @@ def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[TextClause, di
             " ORDER BY c.embedding <=> :embedding LIMIT :limit)"
             " SELECT id, memory_id, 1 - distance FROM nearest ORDER BY distance, id"
         )
-    return text(sql).bindparams(bindparam("embedding", type_=Vector())), params
+    return sql, params
 
 
-async def _prepare(
-    conn: AsyncConnection, path: VectorPath, filters: MemoryFilters, ef_search: int
-) -> None:
+async def _prepare(conn: Conn, path: VectorPath, filters: MemoryFilters, ef_search: int) -> None:
     if path == "exact":
         return
     selective = any(getattr(filters, name) for name in _SELECTIVE_FILTERS)
-    await conn.execute(
-        text(
+    await fetch(
+        conn,
+        (
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', :ef, true), set_config('enable_sort', :planner, true), "
             "set_config('enable_seqscan', :planner, true), "
@@ -117,7 +114,7 @@ async def _prepare(
 
 
 async def vector_candidates(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     embedding: np.ndarray,
     filters: MemoryFilters,
@@ -128,19 +125,22 @@ async def vector_candidates(
 ) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, cosine similarity), nearest first, along ``path``.
 
-    ``relaxed_order`` HNSW results are re-sorted exactly by the outer query. Run it in a
-    transaction of its own: the HNSW path sets planner options until the transaction ends.
+    ``relaxed_order`` HNSW results are re-sorted exactly by the outer query. The HNSW path
+    sets planner options for its transaction (the caller's, or one of its own).
     """
-    await _prepare(conn, path, filters, max(ef_search, limit))
     statement, params = _statement(path, filters)
-    rows = await conn.execute(
-        statement, {"tenant": tenant_id, "embedding": embedding, "limit": limit, **params}
-    )
+    params |= {"tenant": tenant_id, "embedding": vector_text(embedding), "limit": limit}
+    if path == "exact":
+        rows = await fetch(conn, statement, params)
+    else:
+        async with one_transaction(conn) as tx:
+            await _prepare(tx, path, filters, max(ef_search, limit))
+            rows = await fetch(tx, statement, params)
     return [(r[0], r[1], float(r[2])) for r in rows]
 
 
 async def explain_vector_search(
-    conn: AsyncConnection,
+    conn: Conn,
     tenant_id: UUID,
     embedding: np.ndarray,
     filters: MemoryFilters,
@@ -148,10 +148,9 @@ async def explain_vector_search(
     path: VectorPath,
 ) -> str:
     """The plan PostgreSQL picks for ``vector_candidates`` along ``path`` (for tests, tuning)."""
-    await _prepare(conn, path, filters, max(100, limit))
     statement, params = _statement(path, filters)
-    explain = text("EXPLAIN " + statement.text).bindparams(bindparam("embedding", type_=Vector()))
-    rows = await conn.execute(
-        explain, {"tenant": tenant_id, "embedding": embedding, "limit": limit, **params}
-    )
+    params |= {"tenant": tenant_id, "embedding": vector_text(embedding), "limit": limit}
+    async with one_transaction(conn) as tx:
+        await _prepare(tx, path, filters, max(100, limit))
+        rows = await fetch(tx, "EXPLAIN " + statement, params)
     return "\n".join(str(r[0]) for r in rows)

@@ -1,0 +1,103 @@
+"""Read statements run on the asyncpg connection itself.
+
+The recall path runs a few dozen small statements per question; through SQLAlchemy each costs
+about three times the driver's own CPU (statement compilation, result rows, the greenlet
+switch). Read statements are therefore written with ``:name`` parameters, as everywhere in
+``store/``, converted once to asyncpg's ``$n`` form and run on the driver connection: a raw
+``asyncpg.Connection`` (``Database.read``) or, for callers inside a SQLAlchemy transaction,
+the connection under it (same transaction).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import Any, TypeAlias
+
+import asyncpg  # type: ignore[import-untyped]
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = [
+    "Conn",
+    "Record",
+    "driver",
+    "fetch",
+    "fetchrow",
+    "one_transaction",
+    "positional",
+    "vector_text",
+]
+
+Conn: TypeAlias = AsyncConnection | asyncpg.Connection
+Record: TypeAlias = asyncpg.Record
+
+# ``:name`` but not the second colon of a ``::type`` cast nor a colon inside a word
+_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@lru_cache(maxsize=512)
+def positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with each ``:name`` replaced by ``$n`` (a name used twice keeps its number) and
+    the names in parameter order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return _PARAMETER.sub(number, sql), tuple(names)
+
+
+async def driver(conn: Conn) -> asyncpg.Connection:
+    """The asyncpg connection itself (under a SQLAlchemy connection: its driver connection,
+    in the same transaction)."""
+    if isinstance(conn, AsyncConnection):
+        raw = await conn.get_raw_connection()
+        driver_connection: asyncpg.Connection = raw.driver_connection
+        return driver_connection
+    return conn
+
+
+@asynccontextmanager
+async def one_transaction(conn: Conn) -> AsyncIterator[asyncpg.Connection]:
+    """The driver connection inside a transaction, for statements that must share one (a
+    transaction-local setting, then the query it is for): the caller's, or a new one."""
+    raw = await driver(conn)
+    if raw.is_in_transaction():
+        yield raw
+    else:
+        async with raw.transaction():
+            yield raw
+
+
+def _arguments(names: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise KeyError(f"statement parameters not given: {', '.join(missing)}")
+    return [params[name] for name in names]
+
+
+async def fetch(conn: Conn, sql: str, params: Mapping[str, Any]) -> list[Record]:
+    """The rows of ``sql`` (``:name`` parameters from ``params``; extra keys are ignored)."""
+    query, names = positional(sql)
+    rows: list[Record] = await (await driver(conn)).fetch(query, *_arguments(names, params))
+    return rows
+
+
+async def fetchrow(conn: Conn, sql: str, params: Mapping[str, Any]) -> Record:
+    """The one row ``sql`` returns (a statement that always returns a row)."""
+    query, names = positional(sql)
+    row: Record | None = await (await driver(conn)).fetchrow(query, *_arguments(names, params))
+    if row is None:
+        raise LookupError("the statement returned no row")
+    return row
+
+
+def vector_text(embedding: np.ndarray) -> str:
+    """pgvector's text form of a vector (parsed by ``vector`` and ``halfvec`` alike)."""
+    return "[" + ",".join(map(str, np.asarray(embedding, dtype=np.float32).tolist())) + "]"

@@ -1,0 +1,117 @@
+"""The recall read path: raw asyncpg sessions scoped to one tenant (``Database.read``), the
+``:name`` → ``$n`` statements of ``store.sql``, and what runs on them."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from knowmind.db.engine import Database
+from knowmind.graph.base import breadth_first
+from knowmind.store import lexical
+from knowmind.store.search import MemoryFilters
+from knowmind.store.sql import fetch, positional
+from knowmind.store.vector_search import vector_candidates
+from tests.conftest import make_tenant
+from tests.test_vector_search import _query, _seed
+
+
+def test_named_parameters_become_numbered_ones():
+    sql, names = positional("SELECT CAST(:a AS int[]), :b::text, x::uuid, :a + 1 WHERE z=:b_2")
+    assert names == ("a", "b", "b_2")
+    assert sql == "SELECT CAST($1 AS int[]), $2::text, x::uuid, $1 + 1 WHERE z=$3"
+
+
+@pytest.fixture(scope="module")
+async def two_tenants(client, db) -> tuple[UUID, UUID]:
+    first, second = await make_tenant(client), await make_tenant(client)
+    await _seed(db, first.id, 12, seed=71)
+    await _seed(db, second.id, 5, seed=72)
+    return UUID(first.id), UUID(second.id)
+
+
+async def _count(db: Database, tenant: UUID) -> int:
+    async with db.read(tenant) as conn:
+        rows = await fetch(conn, "SELECT count(*) FROM chunks", {})
+    return int(rows[0][0])
+
+
+async def test_one_session_serves_tenants_in_turn_without_leaking(settings, two_tenants):
+    """A single pooled connection: each use sees exactly its own tenant's rows, whatever the
+    tenant of the use before (the session's scope is switched, not left behind)."""
+    first, second = two_tenants
+    db = Database.connect(settings.database.database_url, None, 1)
+    try:
+        for tenant, rows in [(first, 12), (second, 5), (second, 5), (first, 12), (second, 5)]:
+            assert await _count(db, tenant) == rows
+    finally:
+        await db.dispose()
+
+
+async def test_read_sessions_refuse_writes(db, two_tenants):
+    first, _ = two_tenants
+    async with db.read(first) as conn:
+        with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
+            await conn.execute("DELETE FROM chunks")
+    assert await _count(db, first) == 12
+
+
+async def test_a_failed_statement_leaves_the_session_usable_and_scoped(settings, two_tenants):
+    first, second = two_tenants
+    db = Database.connect(settings.database.database_url, None, 1)
+    try:
+        with pytest.raises(asyncpg.PostgresError):
+            async with db.read(first) as conn:
+                await conn.fetch("SELECT 1 / 0")
+        assert await _count(db, second) == 5
+        assert await _count(db, first) == 12
+    finally:
+        await db.dispose()
+
+
+async def test_vector_search_on_a_read_session_matches_a_sqlalchemy_transaction(db, two_tenants):
+    first, _ = two_tenants
+    query = _query(5)
+    async with db.read(first) as conn:
+        raw = await vector_candidates(conn, first, query, MemoryFilters(), 5, path="hnsw")
+        assert not conn.is_in_transaction()  # the HNSW settings lived in their own transaction
+        exact = await vector_candidates(conn, first, query, MemoryFilters(), 5, path="exact")
+    async with db.tenant_tx(first) as conn:
+        wrapped = await vector_candidates(conn, first, query, MemoryFilters(), 5, path="exact")
+    assert [c for c, _, _ in exact] == [c for c, _, _ in wrapped]
+    assert {c for c, _, _ in raw} == {c for c, _, _ in exact}  # 12 rows: HNSW finds them all
+
+
+async def test_the_questions_own_stopwords_are_dropped(db, two_tenants):
+    """An English question on a German tenant: German analysis keeps "the" and "of" (not German
+    stopwords); with the question's own language named, they are dropped."""
+    first, _ = two_tenants
+    question = "the capital of the state"
+    async with db.read(first) as conn:
+        both, _, _ = await lexical.analyse_query(conn, first, ["german", "english"], question)
+        own, _, _ = await lexical.analyse_query(
+            conn, first, ["german", "english"], question, stopwords_of="english"
+        )
+    assert {"the", "of"} <= set(both)
+    assert not {"the", "of"} & set(own)
+    assert {"capital", "capit", "stat", "state"} <= set(own)
+
+
+async def test_breadth_first_expands_only_the_most_strongly_tied_frontier():
+    """Test double for the link source: a star of 10 leaves around the seed, leaf i tied with
+    weight i; each leaf has a neighbour of its own. With a frontier of 3 only the 3 strongest
+    leaves are expanded in the second hop."""
+    asked: list[list[str]] = []
+
+    async def links_of(frontier: list[str]) -> list[tuple[str, str, str, str, float]]:
+        asked.append(sorted(frontier))
+        if frontier == ["seed"]:
+            return [("seed", "entity", f"leaf{i}", "entity", float(i)) for i in range(10)]
+        return [(node, "entity", f"{node}-far", "memory", 1.0) for node in frontier]
+
+    graph = await breadth_first(["seed"], 2, 100, links_of, max_frontier=3)
+    assert asked[1] == ["leaf7", "leaf8", "leaf9"]
+    assert graph.memories == {"leaf7-far", "leaf8-far", "leaf9-far"}
+    assert len(graph.links) == 13
