@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -25,6 +26,8 @@ Link = tuple[UUID, str, UUID, str, float]  # (a, a kind, b, b kind, weight)
 # PostgreSQL reader sends them) its text.
 K = TypeVar("K", UUID, str)
 _METHOD = "power-iteration"
+# Best-scored nodes a PPR run reports beyond the memories and seeds (explain shows them).
+EXPLAINED_NODES = 10
 # Nodes expanded per hop after the first: the most strongly tied to the last hop.
 MAX_FRONTIER = 60
 
@@ -105,10 +108,16 @@ def power_iteration_run(
     max_iterations: int,
     node_id: Callable[[K], UUID],
 ) -> PPRRun:
-    """PPR over a fetched subgraph; ``node_id`` turns node keys into UUIDs for the result."""
+    """PPR over a fetched subgraph; ``node_id`` turns node keys into UUIDs for the result.
+    Scores are kept for the memories, the seeds and the ``EXPLAINED_NODES`` best nodes: the
+    other entities' scores rank nothing, and turning every node key into a UUID is most of
+    the work after the walk."""
     result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
-    scores = {node_id(node): score for node, score in result.scores.items()}
-    return PPRRun(scores, {node_id(m) for m in graph.memories}, result.iterations, _METHOD)
+    best: list[K] = heapq.nlargest(EXPLAINED_NODES, result.scores, key=result.scores.__getitem__)
+    kept = set(graph.memories) | set(seeds) | set(best)
+    ids = {node: node_id(node) for node in kept if node in result.scores}
+    scores = {ids[node]: result.scores[node] for node in ids}
+    return PPRRun(scores, {ids[m] for m in graph.memories}, result.iterations, _METHOD)
 
 
 async def breadth_first(

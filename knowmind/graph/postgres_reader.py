@@ -26,9 +26,9 @@ class PostgresGraphReader:
         self,
         db: Database,
         *,
-        max_nodes: int = 800,
+        max_nodes: int = 500,
         links_per_node: int = 40,
-        links_per_hop: int = 2000,
+        links_per_hop: int = 1000,
         max_frontier: int = MAX_FRONTIER,
     ) -> None:
         self.db = db

@@ -65,20 +65,24 @@ def ppr_over_edges(
 ) -> PPRResult[N]:
     """PPR over an edge list (treated as undirected) with seed weights as the reset vector."""
     index: dict[N, int] = {}
-    rows, cols, weights = [], [], []
+    position = index.setdefault
+    a_side: list[int] = []
+    b_side: list[int] = []
+    weights: list[float] = []
     for a, b, weight in edges:
         if a == b:
             continue
-        i, j = index.setdefault(a, len(index)), index.setdefault(b, len(index))
-        rows += [i, j]
-        cols += [j, i]
-        weights += [weight, weight]
+        a_side.append(position(a, len(index)))
+        b_side.append(position(b, len(index)))
+        weights.append(weight)
     for seed in seeds:
-        index.setdefault(seed, len(index))
+        position(seed, len(index))
     n = len(index)
-    adjacency = sparse.coo_matrix((weights, (rows, cols)), shape=(n, n)).tocsr()
+    rows = np.array(a_side + b_side, dtype=np.int64)
+    cols = np.array(b_side + a_side, dtype=np.int64)
+    adjacency = sparse.csr_matrix((np.array(weights * 2, dtype=np.float64), (rows, cols)), (n, n))
     reset = np.zeros(n)
     for seed, weight in seeds.items():
         reset[index[seed]] += weight
     scores, iterations = personalized_pagerank(adjacency, reset, damping, tolerance, max_iterations)
-    return PPRResult({node: float(scores[i]) for node, i in index.items()}, iterations)
+    return PPRResult(dict(zip(index, scores.tolist(), strict=True)), iterations)
