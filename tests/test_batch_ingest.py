@@ -1,5 +1,5 @@
 """Bulk ingest: per-item results naming the bad field, one transaction per item (a bad item does
-not fail the others, and leaves nothing behind), one embedding call for the whole batch."""
+not fail the others, and leaves nothing behind), embedding batched in groups overlapping the writes.
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from knowmind.db.engine import make_engine
 from knowmind.errors import InvalidInputError
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal
-from knowmind.services.batch import MAX_BATCH_ITEMS, ItemError, remember_batch
+from knowmind.services.batch import (
+    EMBED_GROUP_CHUNKS,
+    MAX_BATCH_ITEMS,
+    ItemError,
+    remember_batch,
+)
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.memories import MemoryDraft, MemoryService
 from tests.conftest import count_rows, make_tenant
@@ -103,6 +108,30 @@ async def test_a_repeated_batch_changes_nothing(client, db, service):
     assert [r.chunks for r in again] == [1] * 5
     assert counting.passage_calls == [5]  # the repeat embedded nothing
     assert await count_rows(db, "memories", str(who.tenant_id)) == 5
+
+
+async def test_a_full_batch_is_embedded_in_groups_while_the_last_is_stored(client, db, service):
+    """100 one-chunk items: embedded in groups of EMBED_GROUP_CHUNKS (each written while the
+    next one embeds), every item stored with its own vector; a bad item in the middle of a
+    group fails alone."""
+    memories, counting = service
+    who = await _principal(client)
+    items: list[MemoryDraft | ItemError] = [
+        MemoryDraft(content=f"Wartungsprotokoll {i}: Lüfter im Rack {i % 7} getauscht.")
+        for i in range(MAX_BATCH_ITEMS)
+    ]
+    items[40] = MemoryDraft(content="  ")
+    results = await remember_batch(memories, who, items)
+    assert [r.status for r in results].count("created") == MAX_BATCH_ITEMS - 1
+    assert results[40].status == "error" and results[40].error.field == "content"
+    groups = -(-(MAX_BATCH_ITEMS - 1) // EMBED_GROUP_CHUNKS)
+    assert counting.passage_calls == [EMBED_GROUP_CHUNKS] * (groups - 1) + [
+        (MAX_BATCH_ITEMS - 1) - EMBED_GROUP_CHUNKS * (groups - 1)
+    ]
+    assert await count_rows(db, "chunks", str(who.tenant_id)) == MAX_BATCH_ITEMS - 1
+    async with db.tenant_tx(who.tenant_id) as conn:
+        distinct = await conn.scalar(text("SELECT count(DISTINCT embedding::text) FROM chunks"))
+    assert distinct == MAX_BATCH_ITEMS - 1  # no item got another group's vector
 
 
 async def test_batches_are_limited(client, service):

@@ -4,15 +4,23 @@ else the global index (``store.vector_search`` decides per query; explain report
 
 from __future__ import annotations
 
+import time
+from uuid import UUID
+
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
+from knowmind.store.sql import Conn
 from knowmind.store.vector_search import (
     DEFAULT_EF_SEARCH,
     DEFAULT_EXACT_MAX_ROWS,
+    VectorPath,
     choose_vector_path,
     vector_candidates,
 )
 
-__all__ = ["VectorStage", "vector_signals"]
+__all__ = ["PATH_TTL_S", "VectorStage", "vector_signals"]
+
+PATH_TTL_S = 10.0
+PATHS_KEPT = 10_000  # tenants whose path is remembered (expired ones are pruned beyond)
 
 
 class VectorStage:
@@ -23,11 +31,12 @@ class VectorStage:
     ) -> None:
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
+        self._paths: dict[UUID, tuple[VectorPath, float]] = {}
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
-        embedding = await ctx.query_embedding()
         async with ctx.db.read(query.tenant) as conn:
-            path = await choose_vector_path(conn, query.tenant, self.exact_max_rows)
+            path = await self._path(conn, query.tenant)
+            embedding = await ctx.query_embedding()
             rows = await vector_candidates(
                 conn,
                 query.tenant,
@@ -44,6 +53,20 @@ class VectorStage:
             nearest_per_memory.setdefault(memory_id, score)
         ctx.signals["vector"] = vector_signals(list(nearest_per_memory.values()))
         return [Candidate(chunk_id, memory_id, score) for chunk_id, memory_id, score in rows]
+
+    async def _path(self, conn: Conn, tenant: UUID) -> VectorPath:
+        """The tenant's search path, looked up at most every ``PATH_TTL_S`` seconds: it only
+        changes when the tenant crosses ``exact_max_rows`` or gains or loses an index of its
+        own, and a stale one is still correct (the planner walks whatever index exists)."""
+        now = time.monotonic()
+        known = self._paths.get(tenant)
+        if known is not None and known[1] > now:
+            return known[0]
+        path = await choose_vector_path(conn, tenant, self.exact_max_rows)
+        if len(self._paths) >= PATHS_KEPT:
+            self._paths = {t: p for t, p in self._paths.items() if p[1] > now}
+        self._paths[tenant] = (path, now + PATH_TTL_S)
+        return path
 
 
 def vector_signals(similarities: list[float]) -> dict[str, float]:

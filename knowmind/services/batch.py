@@ -1,9 +1,10 @@
 """Remember many memories at once: per-item results, one transaction per item (a bad item does
-not fail the others), and one embedding call for the chunks of every new item."""
+not fail the others), batched embedding overlapped with the writes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -24,11 +25,19 @@ from knowmind.services.memories import (
 from knowmind.services.recipe import insert_memory
 from knowmind.store import memories as memory_store
 
-__all__ = ["MAX_BATCH_ITEMS", "BatchItemResult", "ItemError", "remember_batch"]
+__all__ = [
+    "EMBED_GROUP_CHUNKS",
+    "MAX_BATCH_ITEMS",
+    "BatchItemResult",
+    "ItemError",
+    "remember_batch",
+]
 
 log = structlog.get_logger(__name__)
 
 MAX_BATCH_ITEMS = 100
+# Chunks embedded per call while the previous group is written (the executor's batch size).
+EMBED_GROUP_CHUNKS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,25 +98,53 @@ async def remember_batch(
             results[p.index] = BatchItemResult(
                 p.index, "unchanged", id=memory_id, chunks=counts.get(memory_id, 0)
             )
-    await _embed_all(service, new)
-    stored_any = False
-    for p in new:
-        results[p.index] = await _store_one(service, who, p)
-        stored_any = stored_any or results[p.index].status == "created"
-    if stored_any:
+    stored = [r async for r in _embed_and_store(service, who, new)]
+    results |= {r.index: r for r in stored}
+    if any(r.status == "created" for r in stored):
         service.on_job_enqueued()
     return [results[i] for i in range(len(items))]
 
 
-async def _embed_all(service: MemoryService, items: list[_Pending]) -> None:
-    """Chunk every item, then embed all chunks in one call (the executor batches them)."""
+async def _embed_and_store(
+    service: MemoryService, who: Principal, items: list[_Pending]
+) -> AsyncIterator[BatchItemResult]:
+    """Embed the items group by group (``EMBED_GROUP_CHUNKS`` chunks each) and store each group
+    while the next one is being embedded: the database writes overlap the model's work."""
+    groups = _groups(service, items)
+    if not groups:
+        return
+    embedding = asyncio.ensure_future(_embed(service, groups[0]))
+    try:
+        for number, group in enumerate(groups):
+            await embedding
+            if number + 1 < len(groups):
+                embedding = asyncio.ensure_future(_embed(service, groups[number + 1]))
+            for p in group:
+                yield await _store_one(service, who, p)
+    finally:
+        embedding.cancel()
+
+
+def _groups(service: MemoryService, items: list[_Pending]) -> list[list[_Pending]]:
+    """Chunk every item; group consecutive items of about ``EMBED_GROUP_CHUNKS`` chunks."""
     ingest = service.ingest
-    texts: list[str] = []
+    groups: list[list[_Pending]] = []
+    size = EMBED_GROUP_CHUNKS
     for p in items:
         p.contents = chunk_text(
             p.draft.content, ingest.chunk_target_chars, ingest.chunk_overlap_chars
         ) or [p.draft.content.strip()]
-        texts += [passage_text(p.draft.title, c) for c in p.contents]
+        if size >= EMBED_GROUP_CHUNKS:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += len(p.contents)
+    return groups
+
+
+async def _embed(service: MemoryService, items: list[_Pending]) -> None:
+    """Embed the items' chunks in one call (the executor batches them)."""
+    texts = [passage_text(p.draft.title, c) for p in items for c in p.contents]
     vectors = await service.embedder.embed_passages(texts)
     offset = 0
     for p in items:

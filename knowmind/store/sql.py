@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import lru_cache
 from typing import Any, TypeAlias
 
@@ -64,15 +64,27 @@ async def driver(conn: Conn) -> asyncpg.Connection:
 
 
 @asynccontextmanager
-async def one_transaction(conn: Conn) -> AsyncIterator[asyncpg.Connection]:
+async def one_transaction(conn: Conn, settings: str = "") -> AsyncIterator[asyncpg.Connection]:
     """The driver connection inside a transaction, for statements that must share one (a
-    transaction-local setting, then the query it is for): the caller's, or a new one."""
+    transaction-local setting, then the query it is for): the caller's, or a new one.
+    ``settings``: ``SET LOCAL`` statements (trusted text, no parameters), sent with the BEGIN
+    in one round trip."""
     raw = await driver(conn)
     if raw.is_in_transaction():
+        if settings:
+            await raw.execute(settings)
         yield raw
-    else:
-        async with raw.transaction():
-            yield raw
+        return
+    await raw.execute(f"BEGIN; {settings}" if settings else "BEGIN")
+    try:
+        yield raw
+    except BaseException:
+        # after a cancelled statement the connection may still be busy: the pool's reset
+        # then rolls back once the cancellation is through
+        with suppress(Exception):
+            await raw.execute("ROLLBACK")
+        raise
+    await raw.execute("COMMIT")
 
 
 def _arguments(names: Sequence[str], params: Mapping[str, Any]) -> list[Any]:

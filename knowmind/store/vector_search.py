@@ -97,19 +97,15 @@ def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[str, dict[str,
     return sql, params
 
 
-async def _prepare(conn: Conn, path: VectorPath, filters: MemoryFilters, ef_search: int) -> None:
+def _settings(path: VectorPath, filters: MemoryFilters, ef_search: int) -> str:
+    """The HNSW path's transaction-local planner settings (empty for the exact path)."""
     if path == "exact":
-        return
-    selective = any(getattr(filters, name) for name in _SELECTIVE_FILTERS)
-    await fetch(
-        conn,
-        (
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', :ef, true), set_config('enable_sort', :planner, true), "
-            "set_config('enable_seqscan', :planner, true), "
-            "set_config('plan_cache_mode', 'force_custom_plan', true)"
-        ),
-        {"ef": str(ef_search), "planner": "on" if selective else "off"},
+        return ""
+    planner = "on" if any(getattr(filters, name) for name in _SELECTIVE_FILTERS) else "off"
+    return (
+        "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+        f"SET LOCAL hnsw.ef_search = {int(ef_search)}; SET LOCAL enable_sort = {planner}; "
+        f"SET LOCAL enable_seqscan = {planner}; SET LOCAL plan_cache_mode = force_custom_plan"
     )
 
 
@@ -133,8 +129,7 @@ async def vector_candidates(
     if path == "exact":
         rows = await fetch(conn, statement, params)
     else:
-        async with one_transaction(conn) as tx:
-            await _prepare(tx, path, filters, max(ef_search, limit))
+        async with one_transaction(conn, _settings(path, filters, max(ef_search, limit))) as tx:
             rows = await fetch(tx, statement, params)
     return [(r[0], r[1], float(r[2])) for r in rows]
 
@@ -150,7 +145,6 @@ async def explain_vector_search(
     """The plan PostgreSQL picks for ``vector_candidates`` along ``path`` (for tests, tuning)."""
     statement, params = _statement(path, filters)
     params |= {"tenant": tenant_id, "embedding": vector_text(embedding), "limit": limit}
-    async with one_transaction(conn) as tx:
-        await _prepare(tx, path, filters, max(100, limit))
+    async with one_transaction(conn, _settings(path, filters, max(100, limit))) as tx:
         rows = await fetch(tx, "EXPLAIN " + statement, params)
     return "\n".join(str(r[0]) for r in rows)
