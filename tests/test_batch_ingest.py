@@ -1,5 +1,5 @@
 """Bulk ingest: per-item results naming the bad field, one transaction per item (a bad item does
-not fail the others, and leaves nothing behind), embedding batched in groups overlapping the writes.
+not fail the others, and leaves nothing behind), embedding in groups that overlap the writes."""
 
 from __future__ import annotations
 
