@@ -184,7 +184,7 @@ class RecallSettings:
     graph_hit_wait_seconds: float = field(
         default=0.15,
         metadata={
-            "doc": "How long the graph stage waits for the vector stage's hits to seed from "
+            "doc": "How long the graph stage waits for the text stages' hits to seed from "
             "(it seeds from the question's entities at once; later hits are not used)"
         },
     )

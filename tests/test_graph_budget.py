@@ -75,7 +75,7 @@ async def test_graph_stage_seeds_from_the_question_when_hits_are_late(db):
     assert time.perf_counter() - started < 2.0  # the hits never came; the stage did not hang
     assert reader.seeds == [{entities[0].id: 1.0}]
     assert ctx.explain["graph_hits_used"] == []
-    assert ctx.explain["graph_hits_late"] == ["vector"]
+    assert ctx.explain["graph_hits_late"] == ["bm25", "vector"]
     assert not never.cancelled()  # waiting less did not cancel the stages themselves
 
 

@@ -1,15 +1,14 @@
 """Graph stage: Personalized PageRank around the entities the question and the first hits name.
 
-Seeds are the top dense-retrieval (vector) hits and the entities they mention (weighted by the
-rank of the hit, 1/rank) and the entities matched in the question itself (weight 1), as
-HippoRAG 2 seeds passages from dense retrieval. PPR runs over the subgraph within ``hops`` of the
-seeds, on the configured backend's read of the graph; memories are ranked by the mass they
-receive.
+Seeds are the entities mentioned by the top full-text and vector hits (weighted by the rank of the
+hit, 1/rank) and the entities matched in the question itself (weight 1). PPR runs over the
+subgraph within ``hops`` of the seeds, on the configured backend's read of the graph; memories
+are ranked by the mass they receive.
 
-Bounded work: the question's entities are matched at once, while the stage waits for the vector
-stage's hits at most ``hit_wait_s`` (hits that come later are not used: explain lists what
-seeded the walk) and not for the full-text stage, which runs alongside; at most ``max_seeds``
-seeds; the reader caps the subgraph; PPR stops after ``max_iterations``.
+Bounded work: the question's entities are matched at once, while the stage waits for the text
+stages' hits at most ``hit_wait_s`` (hits that come later are not used: explain lists what
+seeded the walk); at most ``max_seeds`` seeds; the reader caps the subgraph; PPR stops after
+``max_iterations``.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ SEED_HITS = 5  # top hits per text stage whose entities seed the walk
 # the first hits): what the user asked about outweighs what the text stages happened to find.
 QUESTION_SHARE = 0.8
 HIT_SEED_WEIGHT = 1.0
-HIT_STAGES = ("vector",)  # the stages whose hits seed the walk
+HIT_STAGES = ("bm25", "vector")
 DEFAULT_HIT_WAIT_S = 0.15
 
 
@@ -89,7 +88,7 @@ class GraphStage:
         return [Candidate(chunks[m], m, result.scores[m]) for m in ranked if m in chunks]
 
     async def _hits_in_time(self, ctx: StageContext) -> dict[str, list[Candidate]]:
-        """The ``HIT_STAGES`` candidates that arrive within ``hit_wait_s``, by stage."""
+        """The text stages' candidates that arrive within ``hit_wait_s``, by stage."""
         waits = {stage: asyncio.ensure_future(ctx.results_of(stage)) for stage in HIT_STAGES}
         await asyncio.wait(waits.values(), timeout=self.hit_wait_s)
         arrived = {}
