@@ -11,6 +11,7 @@ import pytest
 from knowmind.db.engine import Database
 from knowmind.graph.base import breadth_first
 from knowmind.store import lexical
+from knowmind.store.entities import search_entities_many
 from knowmind.store.search import MemoryFilters
 from knowmind.store.sql import fetch, positional
 from knowmind.store.vector_search import vector_candidates
@@ -119,3 +120,24 @@ async def test_breadth_first_expands_only_the_most_strongly_tied_frontier():
     assert asked[1] == ["leaf7", "leaf8", "leaf9"]
     assert graph.memories == {"leaf7-far", "leaf8-far", "leaf9-far"}
     assert len(graph.links) == 13
+
+
+async def test_size_dependent_statements_are_planned_for_each_execution(db, two_tenants):
+    """On a read session (plan_cache_mode auto) a replanned statement never runs a generic
+    plan however often it runs; a plain one may switch to one after five executions."""
+    first, _ = two_tenants
+    seen = []
+    async with db.read(first) as conn:
+        for _ in range(8):
+            await search_entities_many(conn, first, ["anna meier"], 2)
+            await fetch(conn, "SELECT count(*) FROM chunks WHERE tenant_id = :t", {"t": first})
+            seen += await conn.fetch(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            )
+    fuzzy = [p for p in seen if "entity_names n WHERE" in p["statement"]]
+    plain = [
+        p for p in seen if p["statement"] == "SELECT count(*) FROM chunks WHERE tenant_id = $1"
+    ]
+    assert len(fuzzy) >= 7  # (asyncpg closes the last one lazily: one may be gone already)
+    assert all(p["generic_plans"] == 0 and p["custom_plans"] == 1 for p in fuzzy)
+    assert plain[-1]["generic_plans"] + plain[-1]["custom_plans"] == 8

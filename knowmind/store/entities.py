@@ -215,6 +215,7 @@ async def search_entities_many(
             "n": _NEAREST_PER_RESULT * limit,
             **_THRESHOLDS,
         },
+        replan=True,  # an index walk for a large tenant, a sort of its names for a small one
     )
     found: dict[str, list[EntityRow]] = {}
     for row in rows:

@@ -103,6 +103,7 @@ async def similar_lexemes(
             "ORDER BY lower(l.lexeme) <-> q.lexeme LIMIT :n) c"
         ),
         {"t": tenant_id, "lexemes": list(lexemes), "n": 2 * per_term},
+        replan=True,
     )
     found: dict[str, list[tuple[str, float, int]]] = {}
     for query_lexeme, lexeme, sim, df in rows:
@@ -267,15 +268,15 @@ async def bm25_candidates(conn: Conn, request: BM25Request) -> list[tuple[UUID, 
     if not any(t.df > 0 for t in request.terms) or request.stats.chunk_count == 0:
         return []
     sql, params, partial = request.statement()
-    rows = await fetch(conn, sql, params)
+    rows = await fetch(conn, sql, params, replan=True)
     if len(rows) < request.limit and partial:
         sql, params, _ = request.statement(exhaustive=True)
-        rows = await fetch(conn, sql, params)
+        rows = await fetch(conn, sql, params, replan=True)
     return [(r[0], r[1], float(r[2])) for r in rows]
 
 
 async def bm25_plan(conn: Conn, request: BM25Request) -> str:
     """The executed plan of the bounded BM25 statement (EXPLAIN ANALYZE), for checks."""
     sql, params, _ = request.statement()
-    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
+    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params, replan=True)
     return "\n".join(r[0] for r in rows)

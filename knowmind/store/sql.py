@@ -94,10 +94,23 @@ def _arguments(names: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
     return [params[name] for name in names]
 
 
-async def fetch(conn: Conn, sql: str, params: Mapping[str, Any]) -> list[Record]:
-    """The rows of ``sql`` (``:name`` parameters from ``params``; extra keys are ignored)."""
+async def fetch(
+    conn: Conn, sql: str, params: Mapping[str, Any], *, replan: bool = False
+) -> list[Record]:
+    """The rows of ``sql`` (``:name`` parameters from ``params``; extra keys are ignored).
+
+    ``replan``: plan for these parameter values, never a cached generic plan (a statement
+    whose best plan depends on the tenant's size, e.g. an index walk for a large tenant and a
+    sort for a small one). It is prepared afresh (one more round trip): PostgreSQL plans the
+    first executions of a prepared statement for their values."""
     query, names = positional(sql)
-    rows: list[Record] = await (await driver(conn)).fetch(query, *_arguments(names, params))
+    raw = await driver(conn)
+    arguments = _arguments(names, params)
+    if replan:
+        statement = await raw.prepare(query)
+        fresh: list[Record] = await statement.fetch(*arguments)
+        return fresh
+    rows: list[Record] = await raw.fetch(query, *arguments)
     return rows
 
 
