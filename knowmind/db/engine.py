@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from knowmind.db.reader import ReadPool
 
 __all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url", "tenant_write_lock_key"]
 
@@ -36,9 +36,13 @@ def app_url_for(owner_url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEngine:
+def _session_settings(graph_mirror: bool) -> dict[str, str]:
     # Without a mirror the outbox triggers write nothing (they read knowmind.graph_mirror).
-    settings = {**SERVER_SETTINGS, "knowmind.graph_mirror": "on" if graph_mirror else "off"}
+    return {**SERVER_SETTINGS, "knowmind.graph_mirror": "on" if graph_mirror else "off"}
+
+
+def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEngine:
+    settings = _session_settings(graph_mirror)
     return create_async_engine(
         normalise_url(url),
         # A failing statement's parameters (memory content, query text) must never reach a log.
@@ -53,86 +57,6 @@ def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEng
 def tenant_write_lock_key(tenant_id: UUID) -> str:
     """The advisory lock that serialises a tenant's memory and graph writes (re-entrant)."""
     return f"knowmind-graph:{tenant_id}"
-
-
-async def _keep_session(_conn: asyncpg.Connection) -> None:
-    """Pool reset: nothing beyond asyncpg's own (an open transaction is rolled back). The
-    session keeps its tenant (``ReaderConnection``) and no RESET ALL round trip is spent on
-    every release."""
-
-
-class ReaderConnection(asyncpg.Connection):  # type: ignore[misc]
-    """A read-pool connection that remembers which tenant its session is scoped to."""
-
-    __slots__ = ("_tenant",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._tenant: str | None = None
-
-    async def scope_to(self, tenant_id: UUID) -> None:
-        """Scope the session to the tenant (row-level security reads ``app.tenant_id``); a
-        round trip only when the last use was for another tenant. Called outside any
-        transaction, so no rollback can undo it behind the cache's back."""
-        tenant = str(tenant_id)
-        if self._tenant == tenant:
-            return
-        self._tenant = None
-        await self.execute("SELECT set_config('app.tenant_id', $1, false)", tenant)
-        self._tenant = tenant
-
-
-class ReadPool:
-    """Raw asyncpg connections for the recall path (see ``store.sql``).
-
-    Every session is read-only (``default_transaction_read_only``) and scoped to one tenant at a
-    time: the tenant is set on the session when a connection is taken for another tenant than
-    its last one, so a recall's dozen statements spend no BEGIN/set_config/COMMIT round trips;
-    statements run on their own (autocommit) unless the caller opens a transaction. No
-    pre-ping (asyncpg notices a closed socket itself and reconnects on the next acquire), no
-    reset query."""
-
-    def __init__(self, url: str, size: int, graph_mirror: bool = True) -> None:
-        parsed = make_url(normalise_url(url)).set(drivername="postgresql")
-        self._dsn = parsed.render_as_string(hide_password=False)
-        self._size = size
-        self._settings = {
-            **SERVER_SETTINGS,
-            # statements whose best plan depends on the tenant are re-planned per execution
-            # (``store.sql.fetch(replan=True)``); the others keep a generic plan once
-            # PostgreSQL finds it as cheap (planning was ~5 ms of a recall's database time)
-            "plan_cache_mode": "auto",
-            "default_transaction_read_only": "on",
-            "knowmind.graph_mirror": "on" if graph_mirror else "off",
-        }
-        self._pool: asyncpg.Pool | None = None
-        self._opening = asyncio.Lock()
-
-    async def pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            async with self._opening:
-                if self._pool is None:
-                    self._pool = await asyncpg.create_pool(
-                        self._dsn,
-                        min_size=0,
-                        max_size=self._size,
-                        reset=_keep_session,
-                        server_settings=self._settings,
-                        connection_class=ReaderConnection,
-                    )
-        return self._pool
-
-    @asynccontextmanager
-    async def tenant(self, tenant_id: UUID) -> AsyncIterator[asyncpg.Connection]:
-        pool = await self.pool()
-        async with pool.acquire() as conn:
-            await conn.scope_to(tenant_id)
-            yield conn
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
 
 
 @dataclass(slots=True)
@@ -150,7 +74,11 @@ class Database:
         return cls(
             owner=make_engine(owner_url, max(2, pool_size // 4), graph_mirror),
             app=make_engine(app_url or app_url_for(owner_url), pool_size, graph_mirror),
-            reader=ReadPool(app_url or app_url_for(owner_url), pool_size, graph_mirror),
+            reader=ReadPool(
+                normalise_url(app_url or app_url_for(owner_url)),
+                pool_size,
+                _session_settings(graph_mirror),
+            ),
         )
 
     @asynccontextmanager
@@ -176,13 +104,19 @@ class Database:
             yield conn
 
     @asynccontextmanager
-    async def read(self, tenant_id: UUID) -> AsyncIterator[asyncpg.Connection]:
+    async def read(
+        self, tenant_id: UUID, *, custom_plans: bool = False
+    ) -> AsyncIterator[asyncpg.Connection]:
         """A read-only session as the app role, scoped by row-level security to one tenant, on
         a raw asyncpg connection (the recall path: ``store.sql`` statements only). Statements
-        run on their own; ``async with conn.transaction():`` groups some."""
+        run on their own; ``async with conn.transaction():`` groups some. ``custom_plans``: a
+        session that plans every statement for its values (for statements whose best plan
+        depends on the tenant's size); the default keeps generic plans where they are as
+        cheap."""
         if self.reader is None:
-            self.reader = ReadPool(self.app.url.render_as_string(hide_password=False), 4)
-        async with self.reader.tenant(tenant_id) as conn:
+            url = self.app.url.render_as_string(hide_password=False)
+            self.reader = ReadPool(url, 4, _session_settings(True))
+        async with self.reader.tenant(tenant_id, custom_plans=custom_plans) as conn:
             yield conn
 
     @asynccontextmanager

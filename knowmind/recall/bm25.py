@@ -63,7 +63,8 @@ class OkapiBM25Stage:
         languages = [query.language]
         if detected is not None and detected != query.language:
             languages.append(detected)
-        async with ctx.db.read(query.tenant) as conn:
+        # the scoring statement's plan depends on the tenant's size: a session planning each
+        async with ctx.db.read(query.tenant, custom_plans=True) as conn:
             analysis = await self._analyse(conn, ctx.db, query, languages)
             request = lexical.BM25Request(
                 query.tenant,
@@ -134,7 +135,7 @@ def _unknown_words(dfs: dict[str, int], positions: dict[str, int]) -> list[str]:
 async def _similar(
     db: Database, tenant_id: UUID, unknown: list[str]
 ) -> dict[str, list[tuple[str, float, int]]]:
-    async with db.read(tenant_id) as conn:
+    async with db.read(tenant_id, custom_plans=True) as conn:
         return await lexical.similar_lexemes(conn, tenant_id, unknown, TYPO_SIMILARITY, per_term=2)
 
 

@@ -250,7 +250,8 @@ class RecallPipeline:
         return vectors[0]
 
     async def _entities(self, query: RecallRequest) -> list[MatchedEntity]:
-        async with self.db.read(query.tenant) as conn:
+        # the fuzzy name search walks an index for a large tenant, sorts a small one's names
+        async with self.db.read(query.tenant, custom_plans=True) as conn:
             return await match_entities(conn, query.tenant, query.text)
 
 

@@ -101,15 +101,17 @@ async def fetch(
 
     ``replan``: plan for these parameter values, never a cached generic plan (a statement
     whose best plan depends on the tenant's size, e.g. an index walk for a large tenant and a
-    sort for a small one). It is prepared afresh (one more round trip): PostgreSQL plans the
-    first executions of a prepared statement for their values."""
+    sort for a small one): on a session that plans every statement anyway (``Database.read(…,
+    custom_plans=True)``) as it is, elsewhere in a transaction of its own (or the caller's)
+    that forces custom plans. (Preparing the statement afresh instead cost more: parsing it
+    again.)"""
     query, names = positional(sql)
     raw = await driver(conn)
     arguments = _arguments(names, params)
-    if replan:
-        statement = await raw.prepare(query)
-        fresh: list[Record] = await statement.fetch(*arguments)
-        return fresh
+    if replan and not getattr(raw, "custom_plans", False):
+        async with one_transaction(raw, "SET LOCAL plan_cache_mode = force_custom_plan") as tx:
+            custom: list[Record] = await tx.fetch(query, *arguments)
+        return custom
     rows: list[Record] = await raw.fetch(query, *arguments)
     return rows
 

@@ -1,0 +1,101 @@
+"""The recall read path's connections: raw asyncpg sessions, read-only, scoped to one tenant at
+a time (see ``store.sql`` for the statements run on them)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+from uuid import UUID
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.engine import make_url
+
+__all__ = ["ReadPool", "ReaderConnection"]
+
+
+class ReaderConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A read-pool connection that remembers which tenant its session is scoped to, and
+    whether the session plans every statement for its values (``custom_plans``)."""
+
+    __slots__ = ("_tenant", "custom_plans")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tenant: str | None = None
+        self.custom_plans = False
+
+    async def scope_to(self, tenant_id: UUID) -> None:
+        """Scope the session to the tenant (row-level security reads ``app.tenant_id``); a
+        round trip only when the last use was for another tenant. Called outside any
+        transaction, so no rollback can undo it behind the cache's back."""
+        tenant = str(tenant_id)
+        if self._tenant == tenant:
+            return
+        self._tenant = None
+        await self.execute("SELECT set_config('app.tenant_id', $1, false)", tenant)
+        self._tenant = tenant
+
+
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """Pool reset: nothing beyond asyncpg's own (an open transaction is rolled back). The
+    session keeps its tenant and no RESET ALL round trip is spent on every release."""
+
+
+def _marked(custom_plans: bool) -> Callable[[ReaderConnection], Coroutine[Any, Any, None]]:
+    async def init(conn: ReaderConnection) -> None:
+        conn.custom_plans = custom_plans
+
+    return init
+
+
+class ReadPool:
+    """Two pools of read sessions: plans chosen by PostgreSQL (``plan_cache_mode`` auto: a
+    statement whose plan does not depend on the tenant keeps a generic plan once it is as
+    cheap, which saves planning it on every recall) and plans made for every execution (for
+    statements whose best plan depends on the tenant's size: BM25 scoring, trigram look-ups).
+
+    Every session is read-only (``default_transaction_read_only``) and scoped to one tenant at
+    a time: the tenant is set on the session when a connection is taken for another tenant than
+    its last one, so a recall's statements spend no BEGIN/set_config/COMMIT round trips;
+    statements run on their own (autocommit) unless the caller opens a transaction. No
+    pre-ping (asyncpg notices a closed socket itself and reconnects on the next acquire), no
+    reset query."""
+
+    def __init__(self, url: str, size: int, settings: dict[str, str]) -> None:
+        self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
+        self._size = size
+        self._settings = {**settings, "default_transaction_read_only": "on"}
+        self._pools: dict[bool, asyncpg.Pool] = {}
+        self._opening = asyncio.Lock()
+
+    async def _pool(self, custom_plans: bool) -> asyncpg.Pool:
+        if custom_plans not in self._pools:
+            async with self._opening:
+                if custom_plans not in self._pools:
+                    mode = "force_custom_plan" if custom_plans else "auto"
+                    self._pools[custom_plans] = await asyncpg.create_pool(
+                        self._dsn,
+                        min_size=0,
+                        max_size=self._size,
+                        reset=_keep_session,
+                        init=_marked(custom_plans),
+                        server_settings={**self._settings, "plan_cache_mode": mode},
+                        connection_class=ReaderConnection,
+                    )
+        return self._pools[custom_plans]
+
+    @asynccontextmanager
+    async def tenant(
+        self, tenant_id: UUID, *, custom_plans: bool = False
+    ) -> AsyncIterator[ReaderConnection]:
+        pool = await self._pool(custom_plans)
+        async with pool.acquire() as conn:
+            await conn.scope_to(tenant_id)
+            yield conn
+
+    async def close(self) -> None:
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            await pool.close()
