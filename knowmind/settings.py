@@ -100,8 +100,9 @@ class DatabaseSettings:
     db_pool_size: int = field(
         default=20,
         metadata={
-            "doc": "App-role connections kept open (as many again on demand); a recall holds up to "
-            "≈ 5 at once (one per stage), so ≈ 5 × concurrent recalls"
+            "doc": "App-role connections per pool: writes (half as many again on demand) and two "
+            "read pools (a recall holds up to ≈ 4 read sessions at once, one per stage); keep 4 × "
+            "this under the server's max_connections"
         },
     )
     embedding_storage: str = field(

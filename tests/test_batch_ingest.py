@@ -134,6 +134,46 @@ async def test_a_full_batch_is_embedded_in_groups_while_the_last_is_stored(clien
     assert distinct == MAX_BATCH_ITEMS - 1  # no item got another group's vector
 
 
+class FailsFromCallEmbedder(CountingEmbedder):
+    """Test double around the real model: every passage call from the n-th on fails."""
+
+    def __init__(self, inner, failing_from: int) -> None:
+        super().__init__(inner)
+        self.failing_from = failing_from
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        if len(self.passage_calls) + 1 >= self.failing_from:
+            self.passage_calls.append(len(texts))
+            raise RuntimeError("model crashed")
+        return super().embed_passages(texts)
+
+
+@pytest.mark.parametrize("failing_from", [1, 2])
+async def test_an_embedding_failure_is_reported_exactly(
+    client, db, settings, embedder, failing_from
+):
+    """The first group failing fails the batch (nothing stored); a later group failing leaves
+    the stored items reported as created and the others as errors, nothing in between."""
+    failing = FailsFromCallEmbedder(embedder, failing_from)
+    executor = EmbeddingExecutor(failing, max_batch=64)
+    memories = MemoryService(db, executor, settings.ingest, GraphService(db))
+    who = await _principal(client)
+    items = [MemoryDraft(content=f"Ticket {i}: Drucker {i} meldet Papierstau.") for i in range(40)]
+    try:
+        if failing_from == 1:
+            with pytest.raises(RuntimeError):
+                await remember_batch(memories, who, items)
+            assert await count_rows(db, "memories", str(who.tenant_id)) == 0
+            return
+        results = await remember_batch(memories, who, items)
+    finally:
+        await executor.close()
+    statuses = [r.status for r in results]
+    assert statuses == ["created"] * EMBED_GROUP_CHUNKS + ["error"] * (40 - EMBED_GROUP_CHUNKS)
+    assert all("not embedded" in r.error.message for r in results[EMBED_GROUP_CHUNKS:])
+    assert await count_rows(db, "memories", str(who.tenant_id)) == EMBED_GROUP_CHUNKS
+
+
 async def test_batches_are_limited(client, service):
     memories, _ = service
     who = await _principal(client)

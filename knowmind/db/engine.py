@@ -48,7 +48,9 @@ def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEng
         # A failing statement's parameters (memory content, query text) must never reach a log.
         hide_parameters=True,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        # recalls read through the raw read pools (db/reader.py): writes and the admin plane
+        # need fewer connections on demand
+        max_overflow=pool_size // 2,
         pool_pre_ping=True,
         connect_args={"server_settings": settings},
     )

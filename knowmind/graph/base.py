@@ -117,7 +117,7 @@ def power_iteration_run(
     kept = set(graph.memories) | set(seeds) | set(best)
     ids = {node: node_id(node) for node in kept if node in result.scores}
     scores = {ids[node]: result.scores[node] for node in ids}
-    return PPRRun(scores, {ids[m] for m in graph.memories}, result.iterations, _METHOD)
+    return PPRRun(scores, {ids[m] for m in graph.memories if m in ids}, result.iterations, _METHOD)
 
 
 async def breadth_first(

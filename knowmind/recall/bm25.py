@@ -4,12 +4,9 @@ in another language than the tenant's."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from uuid import UUID
 
-from knowmind.db.engine import Database
 from knowmind.models.language import LanguageDetector
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.compounds import compound_expansions
@@ -65,7 +62,7 @@ class OkapiBM25Stage:
             languages.append(detected)
         # the scoring statement's plan depends on the tenant's size: a session planning each
         async with ctx.db.read(query.tenant, custom_plans=True) as conn:
-            analysis = await self._analyse(conn, ctx.db, query, languages)
+            analysis = await self._analyse(conn, query, languages)
             request = lexical.BM25Request(
                 query.tenant,
                 analysis.terms,
@@ -92,31 +89,30 @@ class OkapiBM25Stage:
         return self.detector.detect(text)
 
     async def _analyse(
-        self, conn: Conn, db: Database, query: RecallRequest, languages: Sequence[str]
+        self, conn: Conn, query: RecallRequest, languages: Sequence[str]
     ) -> _Analysis:
-        """The query's lexemes with their df, plus compound parts and typo corrections. A word
-        that splits is no typo: the typo look-up (on a connection of its own) runs while the
-        compounds are found, and its answer for a word that split is dropped."""
+        """The query's lexemes with their df, plus compound parts and typo corrections.
+        Compounds come first: a word that splits is no typo. (All on the one connection the
+        stage holds: a second one from the same pool could wait forever under load.)"""
         # a question in another language than the tenant's: its own stopwords are dropped
         own = languages[-1] if len(languages) > 1 else None
         dfs, positions, stats = await lexical.analyse_query(
             conn, query.tenant, languages, query.text, stopwords_of=own
         )
         terms = [ScoredTerm(lexeme, df) for lexeme, df in dfs.items()]
-        unknown = _unknown_words(dfs, positions) if self.options.typos else []
-        similar = asyncio.ensure_future(_similar(db, query.tenant, unknown)) if unknown else None
         compounds: dict[str, list[str]] = {}
-        try:
-            if self.options.compounds and "german" in languages:
-                expanded = await compound_expansions(conn, query.tenant, list(dfs))
-                for word, expansions in expanded.items():
-                    terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
-                    compounds[word] = [w for w, _ in expansions]
-            found = await similar if similar is not None else {}
-        finally:
-            if similar is not None:
-                similar.cancel()
-        corrections = _corrections({w: c for w, c in found.items() if w not in compounds}, terms)
+        if self.options.compounds and "german" in languages:
+            expanded = await compound_expansions(conn, query.tenant, list(dfs))
+            for word, expansions in expanded.items():
+                terms += [ScoredTerm(w, df, EXPANSION_WEIGHT) for w, df in expansions]
+                compounds[word] = [w for w, _ in expansions]
+        corrections: dict[str, list[str]] = {}
+        unknown = [w for w in _unknown_words(dfs, positions) if w not in compounds]
+        if self.options.typos and unknown:
+            similar = await lexical.similar_lexemes(
+                conn, query.tenant, unknown, TYPO_SIMILARITY, per_term=2
+            )
+            corrections = _corrections(similar, terms)
         matched = sum(1 for w, df in dfs.items() if df > 0 or w in corrections or w in compounds)
         return _Analysis(_merge(terms), stats, len(dfs), matched, corrections, compounds)
 
@@ -130,13 +126,6 @@ def _unknown_words(dfs: dict[str, int], positions: dict[str, int]) -> list[str]:
         for w, df in dfs.items()
         if df == 0 and len(w) >= TYPO_MIN_LENGTH and positions[w] not in known_words
     ]
-
-
-async def _similar(
-    db: Database, tenant_id: UUID, unknown: list[str]
-) -> dict[str, list[tuple[str, float, int]]]:
-    async with db.read(tenant_id, custom_plans=True) as conn:
-        return await lexical.similar_lexemes(conn, tenant_id, unknown, TYPO_SIMILARITY, per_term=2)
 
 
 def _corrections(

@@ -34,9 +34,9 @@ class VectorStage:
         self._paths: dict[UUID, tuple[VectorPath, float]] = {}
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
+        embedding = await ctx.query_embedding()  # first: no connection held while it queues
         async with ctx.db.read(query.tenant) as conn:
             path = await self._path(conn, query.tenant)
-            embedding = await ctx.query_embedding()
             rows = await vector_candidates(
                 conn,
                 query.tenant,

@@ -109,14 +109,29 @@ async def _embed_and_store(
     service: MemoryService, who: Principal, items: list[_Pending]
 ) -> AsyncIterator[BatchItemResult]:
     """Embed the items group by group (``EMBED_GROUP_CHUNKS`` chunks each) and store each group
-    while the next one is being embedded: the database writes overlap the model's work."""
+    while the next one is being embedded: the database writes overlap the model's work.
+
+    An embedding failure before anything is stored fails the request as a whole (as a single
+    write would); once some items are stored, the items that could not be embedded get
+    per-item errors, so the answer says exactly what was stored."""
     groups = _groups(service, items)
     if not groups:
         return
     embedding = asyncio.ensure_future(_embed(service, groups[0]))
     try:
         for number, group in enumerate(groups):
-            await embedding
+            try:
+                await embedding
+            except Exception as exc:
+                if number == 0:
+                    raise
+                log.warning("batch.embedding_failed", error=type(exc).__name__)
+                reason = str(exc) if isinstance(exc, KnowmindError) else type(exc).__name__
+                for p in (p for rest in groups[number:] for p in rest):
+                    yield BatchItemResult(
+                        p.index, "error", error=ItemError("", f"not embedded: {reason}")
+                    )
+                return
             if number + 1 < len(groups):
                 embedding = asyncio.ensure_future(_embed(service, groups[number + 1]))
             for p in group:

@@ -75,8 +75,8 @@ async def one_transaction(conn: Conn, settings: str = "") -> AsyncIterator[async
             await raw.execute(settings)
         yield raw
         return
-    await raw.execute(f"BEGIN; {settings}" if settings else "BEGIN")
     try:
+        await raw.execute(f"BEGIN; {settings}" if settings else "BEGIN")
         yield raw
     except BaseException:
         # after a cancelled statement the connection may still be busy: the pool's reset
