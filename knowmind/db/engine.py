@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg  # type: ignore[import-untyped]
@@ -67,7 +67,7 @@ class Database:
 
     owner: AsyncEngine
     app: AsyncEngine
-    reader: ReadPool | None = field(default=None)
+    reader: ReadPool
 
     @classmethod
     def connect(
@@ -111,13 +111,10 @@ class Database:
     ) -> AsyncIterator[asyncpg.Connection]:
         """A read-only session as the app role, scoped by row-level security to one tenant, on
         a raw asyncpg connection (the recall path: ``store.sql`` statements only). Statements
-        run on their own; ``async with conn.transaction():`` groups some. ``custom_plans``: a
+        run on their own (``store.sql.one_transaction`` groups some). ``custom_plans``: a
         session that plans every statement for its values (for statements whose best plan
         depends on the tenant's size); the default keeps generic plans where they are as
         cheap."""
-        if self.reader is None:
-            url = self.app.url.render_as_string(hide_password=False)
-            self.reader = ReadPool(url, 4, _session_settings(True))
         async with self.reader.tenant(tenant_id, custom_plans=custom_plans) as conn:
             yield conn
 
@@ -141,7 +138,6 @@ class Database:
             yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
     async def dispose(self) -> None:
-        if self.reader is not None:
-            await self.reader.close()
+        await self.reader.close()
         await self.app.dispose()
         await self.owner.dispose()

@@ -52,17 +52,17 @@ def _marked(custom_plans: bool) -> Callable[[ReaderConnection], Coroutine[Any, A
 
 class ReadPool:
     """Two pools of read sessions: plans chosen by PostgreSQL (``plan_cache_mode`` auto: a
-        statement whose plan does not depend on the tenant keeps a generic plan once it is as
-        cheap, which saves planning it on every recall) and plans made for every execution (for
-        statements whose best plan depends on the tenant's size: BM25 scoring, trigram look-ups, the
-    graph's bounded link reads).
+    statement whose plan does not depend on the tenant keeps a generic plan once it is as cheap,
+    which saves planning it on every recall) and plans made for every execution (for the
+    statements ``store.sql.fetch(replan=True)`` marks: BM25 scoring, trigram look-ups, the
+    graph's bounded link reads — on these sessions they need no transaction of their own).
 
-        Every session is read-only (``default_transaction_read_only``) and scoped to one tenant at
-        a time: the tenant is set on the session when a connection is taken for another tenant than
-        its last one, so a recall's statements spend no BEGIN/set_config/COMMIT round trips;
-        statements run on their own (autocommit) unless the caller opens a transaction. No
-        pre-ping (asyncpg notices a closed socket itself and reconnects on the next acquire), no
-        reset query."""
+    Every session is read-only (``default_transaction_read_only``) and scoped to one tenant at a
+    time: the tenant is set on the session when a connection is taken for another tenant than
+    its last one, so a recall's statements spend no BEGIN/set_config/COMMIT round trips;
+    statements run on their own (autocommit) unless the caller opens a transaction. No pre-ping
+    (asyncpg notices a closed socket itself and reconnects on the next acquire), no reset
+    query."""
 
     def __init__(self, url: str, size: int, settings: dict[str, str]) -> None:
         self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)

@@ -60,9 +60,8 @@ class PostgresGraphReader:
     ) -> Subgraph[str]:
         """The subgraph keyed by the nodes' text: thousands of links are hashed and compared
         while it is built, and text does both faster than UUID objects."""
-        # each node's links are its first ``links_per_node`` in the chosen index's order: plans
-        # made for each execution keep that choice the same from the first recall on (a
-        # generic plan adopted after five could pick other links)
+        # the link reads are planned per execution (store.edges.neighbour_links): on a session
+        # that plans every statement they need no transaction of their own
         async with self.db.read(tenant_id, custom_plans=True) as conn:
 
             async def links_of(frontier: list[str]) -> list[TextLink]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from knowmind.models.base import Embedder
 
-__all__ = ["EmbeddingExecutor"]
+__all__ = ["MAX_BATCH", "EmbeddingExecutor"]
 
 
 @dataclass(slots=True)
@@ -31,8 +31,12 @@ class _Job:
     parts: list[np.ndarray] = field(default_factory=list)
 
 
+# Texts per model call: the batch the model thread embeds at once.
+MAX_BATCH = 32
+
+
 class EmbeddingExecutor:
-    def __init__(self, embedder: Embedder, max_batch: int = 32) -> None:
+    def __init__(self, embedder: Embedder, max_batch: int = MAX_BATCH) -> None:
         self.embedder = embedder
         self.max_batch = max_batch
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowmind-embed")

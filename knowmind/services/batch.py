@@ -14,6 +14,7 @@ import structlog
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text
 from knowmind.ingest.pipeline import passage_text
+from knowmind.models.executor import MAX_BATCH
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import (
     MemoryDraft,
@@ -36,8 +37,8 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 MAX_BATCH_ITEMS = 100
-# Chunks embedded per call while the previous group is written (the executor's batch size).
-EMBED_GROUP_CHUNKS = 32
+# Chunks embedded per call while the previous group is written: one batch of the model thread.
+EMBED_GROUP_CHUNKS = MAX_BATCH
 
 
 @dataclass(frozen=True, slots=True)

@@ -298,6 +298,9 @@ async def neighbour_links(
             "per_node": per_node,
             "max_links": max_links,
         },
+        # a node's links are its first ``per_node`` in the chosen index's order: a generic plan
+        # adopted after five executions could keep other ones
+        replan=True,
     )
     # one row of arrays: thousands of links decode in the driver, not row by row in Python
     a, a_kind, b, b_kind, weight = row

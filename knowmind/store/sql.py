@@ -21,6 +21,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
+    "FORCE_CUSTOM_PLANS",
     "Conn",
     "Record",
     "driver",
@@ -34,6 +35,8 @@ __all__ = [
 Conn: TypeAlias = AsyncConnection | asyncpg.Connection
 Record: TypeAlias = asyncpg.Record
 
+# A transaction-local setting: plan the transaction's statements for their values.
+FORCE_CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 # ``:name`` but not the second colon of a ``::type`` cast nor a colon inside a word
 _PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -109,20 +112,21 @@ async def fetch(
     raw = await driver(conn)
     arguments = _arguments(names, params)
     if replan and not getattr(raw, "custom_plans", False):
-        async with one_transaction(raw, "SET LOCAL plan_cache_mode = force_custom_plan") as tx:
+        async with one_transaction(raw, FORCE_CUSTOM_PLANS) as tx:
             custom: list[Record] = await tx.fetch(query, *arguments)
         return custom
     rows: list[Record] = await raw.fetch(query, *arguments)
     return rows
 
 
-async def fetchrow(conn: Conn, sql: str, params: Mapping[str, Any]) -> Record:
-    """The one row ``sql`` returns (a statement that always returns a row)."""
-    query, names = positional(sql)
-    row: Record | None = await (await driver(conn)).fetchrow(query, *_arguments(names, params))
-    if row is None:
+async def fetchrow(
+    conn: Conn, sql: str, params: Mapping[str, Any], *, replan: bool = False
+) -> Record:
+    """The one row of ``sql``, a statement that always returns exactly one (as ``fetch``)."""
+    rows = await fetch(conn, sql, params, replan=replan)
+    if not rows:
         raise LookupError("the statement returned no row")
-    return row
+    return rows[0]
 
 
 def vector_text(embedding: np.ndarray) -> str:

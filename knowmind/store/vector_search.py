@@ -31,7 +31,14 @@ from uuid import UUID
 import numpy as np
 
 from knowmind.store.search import MemoryFilters
-from knowmind.store.sql import Conn, fetch, fetchrow, one_transaction, vector_text
+from knowmind.store.sql import (
+    FORCE_CUSTOM_PLANS,
+    Conn,
+    fetch,
+    fetchrow,
+    one_transaction,
+    vector_text,
+)
 from knowmind.store.tenant_index import INDEX_USABLE, tenant_index_name
 
 __all__ = [
@@ -78,8 +85,11 @@ async def choose_vector_path(
     return "tenant-hnsw" if own_index else "hnsw"
 
 
-def _statement(path: VectorPath, filters: MemoryFilters) -> tuple[str, dict[str, Any]]:
+def _statement(
+    path: VectorPath, filters: MemoryFilters, tenant_id: UUID, embedding: np.ndarray, limit: int
+) -> tuple[str, dict[str, Any]]:
     where, params = filters.sql()
+    params |= {"tenant": tenant_id, "embedding": vector_text(embedding), "limit": limit}
     if path == "exact":
         # OFFSET 0 fences the subquery: distances of the tenant's rows, then a top-k sort.
         sql = (
@@ -105,7 +115,7 @@ def _settings(path: VectorPath, filters: MemoryFilters, ef_search: int) -> str:
     return (
         "SET LOCAL hnsw.iterative_scan = relaxed_order; "
         f"SET LOCAL hnsw.ef_search = {int(ef_search)}; SET LOCAL enable_sort = {planner}; "
-        f"SET LOCAL enable_seqscan = {planner}; SET LOCAL plan_cache_mode = force_custom_plan"
+        f"SET LOCAL enable_seqscan = {planner}; {FORCE_CUSTOM_PLANS}"
     )
 
 
@@ -124,8 +134,7 @@ async def vector_candidates(
     ``relaxed_order`` HNSW results are re-sorted exactly by the outer query. The HNSW path
     sets planner options for its transaction (the caller's, or one of its own).
     """
-    statement, params = _statement(path, filters)
-    params |= {"tenant": tenant_id, "embedding": vector_text(embedding), "limit": limit}
+    statement, params = _statement(path, filters, tenant_id, embedding, limit)
     if path == "exact":
         rows = await fetch(conn, statement, params)
     else:
@@ -143,8 +152,7 @@ async def explain_vector_search(
     path: VectorPath,
 ) -> str:
     """The plan PostgreSQL picks for ``vector_candidates`` along ``path`` (for tests, tuning)."""
-    statement, params = _statement(path, filters)
-    params |= {"tenant": tenant_id, "embedding": vector_text(embedding), "limit": limit}
+    statement, params = _statement(path, filters, tenant_id, embedding, limit)
     async with one_transaction(conn, _settings(path, filters, max(100, limit))) as tx:
         rows = await fetch(tx, "EXPLAIN " + statement, params)
     return "\n".join(str(r[0]) for r in rows)
