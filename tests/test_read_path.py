@@ -11,7 +11,6 @@ import pytest
 from knowmind.db.engine import Database
 from knowmind.graph.base import breadth_first
 from knowmind.store import lexical
-from knowmind.store.entities import search_entities_many
 from knowmind.store.search import MemoryFilters
 from knowmind.store.sql import fetch, positional
 from knowmind.store.vector_search import vector_candidates
@@ -122,6 +121,9 @@ async def test_breadth_first_expands_only_the_most_strongly_tied_frontier():
     assert len(graph.links) == 13
 
 
+REPLANNED = "SELECT count(*) FROM memories WHERE tenant_id = :t"
+
+
 async def test_size_dependent_statements_are_planned_for_each_execution(db, two_tenants):
     """A replanned statement never runs a generic plan however often it runs (the same
     prepared statement, custom plans forced in its transaction), even where the session
@@ -132,17 +134,17 @@ async def test_size_dependent_statements_are_planned_for_each_execution(db, two_
         # generic plans wherever PostgreSQL may use one: only the replanning can avoid them
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         for _ in range(8):
-            await search_entities_many(conn, first, ["anna meier"], 2)
+            await fetch(conn, REPLANNED, {"t": first}, replan=True)
             await fetch(conn, "SELECT count(*) FROM chunks WHERE tenant_id = :t", {"t": first})
             seen += await conn.fetch(
                 "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
             )
         await conn.execute("RESET plan_cache_mode")
-    fuzzy = [p for p in seen if "entity_names n WHERE" in p["statement"]]
+    replanned = [p for p in seen if p["statement"] == REPLANNED.replace(":t", "$1")]
     plain = [
         p for p in seen if p["statement"] == "SELECT count(*) FROM chunks WHERE tenant_id = $1"
     ]
-    assert fuzzy[-1]["generic_plans"] == 0 and fuzzy[-1]["custom_plans"] == 8
+    assert replanned[-1]["generic_plans"] == 0 and replanned[-1]["custom_plans"] == 8
     assert plain[-1]["generic_plans"] == 8
 
 

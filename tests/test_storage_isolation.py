@@ -11,7 +11,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from knowmind.db.engine import APP_ROLE
+from knowmind.store import entities as entity_store
 from knowmind.store import tenants as tenant_store
+from knowmind.store.entities import NewEntity
 
 TENANT_TABLES = (
     "memories",
@@ -137,3 +139,37 @@ async def test_app_role_cannot_read_token_hashes(db, two_tenants):
     async with db.tenant_tx(a) as conn:
         with pytest.raises(DBAPIError, match="permission denied"):
             await conn.execute(text("SELECT token_hash FROM api_tokens"))
+
+
+async def test_trigram_lookup_functions_answer_for_the_session_tenant_only(db, two_tenants):
+    """The owner-run typo and fuzzy-name look-ups (migration 0006) bypass row-level security to
+    use their index, so they must enforce it themselves: another tenant's id, or no tenant set,
+    yields nothing."""
+    a, b, _ = two_tenants
+    async with db.tenant_tx(a) as conn:
+        entity = NewEntity(
+            name="Mandantenprojekt Adler",
+            norm_name="mandantenprojekt adler",
+            entity_class="project",
+        )
+        await entity_store.upsert_entity(conn, a, entity)
+        await conn.execute(
+            text("INSERT INTO bm25_lexemes (tenant_id, lexeme, df) VALUES (:t, 'geheimnis', 1)"),
+            {"t": a},
+        )
+    lexemes = (
+        "SELECT lexeme FROM knowmind_similar_lexemes(CAST(:t AS uuid), "
+        "ARRAY['geheimnise'], 0.3, 5)"
+    )
+    names = "SELECT norm_name FROM knowmind_similar_names(CAST(:t AS uuid), ARRAY['adler'], 5)"
+    async with db.tenant_tx(a) as conn:  # the owner sees its rows: the probes can fail
+        assert (await conn.execute(text(lexemes), {"t": a})).scalars().all() == ["geheimnis"]
+        found = (await conn.execute(text(names), {"t": a})).scalars().all()
+        assert found == ["mandantenprojekt adler"]
+    async with db.tenant_tx(b) as conn:
+        for sql in (lexemes, names):
+            assert (await conn.execute(text(sql), {"t": a})).all() == [], sql
+            assert (await conn.execute(text(sql), {"t": b})).all() == [], sql
+    async with db.app_tx() as conn:
+        for sql in (lexemes, names):
+            assert (await conn.execute(text(sql), {"t": a})).all() == [], sql

@@ -155,8 +155,7 @@ async def find_entities_by_norm(
 _THRESHOLDS = {"sim": 0.3, "wsim": 0.6}
 _SCORE = "max(greatest(similarity(c.norm_name, :q), word_similarity(:q, c.norm_name)))"
 _MATCHES = "(similarity(c.norm_name, :q) >= :sim OR word_similarity(:q, c.norm_name) >= :wsim)"
-# names taken from each nearest-first index walk, per entity asked for (an entity's aliases
-# may crowd the walk)
+# names taken per entity asked for (an entity's aliases may crowd the best names)
 _NEAREST_PER_RESULT = 4
 
 
@@ -188,34 +187,22 @@ async def search_entities_many(
 ) -> dict[str, list[EntityRow]]:
     """``search_entities`` for several queries in one statement: {query: rows best first}.
 
-    The candidates of a query are the tenant's nearest names by each measure, walked in order
-    on the (tenant_id, norm_name) trigram index (0005): the work does not grow with the
-    tenant's vocabulary. Row-level security keeps a similarity filter out of an index scan
-    (pg_trgm's operators are not leakproof), but a nearest-first ORDER BY may use it."""
+    The candidates of a query are the tenant's best-matching names, found by
+    ``knowmind_similar_names`` (migration 0006: a tenant-led GIN trigram index scan, answering
+    for the session's tenant only; under row-level security a similarity filter could not use
+    an index), at most a few per entity asked for (an entity's aliases may crowd them)."""
     if not norm_queries:
         return {}
-    nearest = (
-        "(SELECT n.entity_id, n.norm_name FROM entity_names n WHERE n.tenant_id = :t "
-        "ORDER BY {distance} LIMIT :n)"
-    )
-    by_name = nearest.format(distance="n.norm_name <-> x.q")
-    by_word = nearest.format(distance="x.q <<-> n.norm_name")
     rows = await fetch(
         conn,
         (
-            f"SELECT x.q AS query, {_COLUMNS}, {_SCORE.replace(':q', 'x.q')} AS score "
-            "FROM unnest(CAST(:qs AS text[])) AS x(q) "
-            f"CROSS JOIN LATERAL ({by_name} UNION {by_word}) AS c "
+            f"SELECT c.query, {_COLUMNS}, max(c.score) AS score "
+            "FROM knowmind_similar_names(CAST(:t AS uuid), CAST(:qs AS text[]), "
+            "CAST(:n AS int)) AS c "
             "JOIN entities e ON e.tenant_id = :t AND e.id = c.entity_id "
-            f"WHERE {_MATCHES.replace(':q', 'x.q')} GROUP BY x.q, {_COLUMNS}"
+            f"GROUP BY c.query, {_COLUMNS}"
         ),
-        {
-            "t": tenant_id,
-            "qs": sorted(set(norm_queries)),
-            "n": _NEAREST_PER_RESULT * limit,
-            **_THRESHOLDS,
-        },
-        replan=True,  # an index walk for a large tenant, a sort of its names for a small one
+        {"t": tenant_id, "qs": sorted(set(norm_queries)), "n": _NEAREST_PER_RESULT * limit},
     )
     found: dict[str, list[EntityRow]] = {}
     for row in rows:

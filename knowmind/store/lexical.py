@@ -91,28 +91,20 @@ async def similar_lexemes(
     conn: Conn, tenant_id: UUID, lexemes: Sequence[str], threshold: float, per_term: int
 ) -> dict[str, list[tuple[str, float, int]]]:
     """{lexeme: [(vocabulary lexeme, trigram similarity, df), …]} best first (ties: higher df),
-    at most ``per_term`` each, similarity ≥ ``threshold`` (nearest by the trigram KNN index)."""
+    at most ``per_term`` each, similarity ≥ ``threshold`` (``knowmind_similar_lexemes``,
+    migration 0006: a tenant-led GIN index scan, answering for the session's tenant only)."""
     if not lexemes:
         return {}
     rows = await fetch(
         conn,
-        (
-            "SELECT q.lexeme, c.lexeme, c.sim, c.df FROM unnest(CAST(:lexemes AS text[])) "
-            "AS q(lexeme) CROSS JOIN LATERAL (SELECT l.lexeme, similarity(l.lexeme, q.lexeme) "
-            "AS sim, l.df FROM bm25_lexemes l WHERE l.tenant_id = :t AND l.lexeme <> q.lexeme "
-            "ORDER BY lower(l.lexeme) <-> q.lexeme LIMIT :n) c"
-        ),
-        {"t": tenant_id, "lexemes": list(lexemes), "n": 2 * per_term},
-        replan=True,
+        "SELECT word, lexeme, similarity, df FROM knowmind_similar_lexemes("
+        "CAST(:t AS uuid), CAST(:lexemes AS text[]), CAST(:threshold AS real), CAST(:n AS int))",
+        {"t": tenant_id, "lexemes": list(lexemes), "threshold": threshold, "n": per_term},
     )
     found: dict[str, list[tuple[str, float, int]]] = {}
     for query_lexeme, lexeme, sim, df in rows:
-        if sim >= threshold:
-            found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
-    return {
-        q: sorted(c, key=lambda x: (-round(x[1], 6), -x[2], x[0]))[:per_term]
-        for q, c in found.items()
-    }
+        found.setdefault(query_lexeme, []).append((lexeme, float(sim), int(df)))
+    return found
 
 
 async def lexeme_dfs(conn: Conn, tenant_id: UUID, words: Sequence[str]) -> dict[str, int]:
