@@ -54,3 +54,8 @@ def test_twenty_iterations_at_most_and_zero_reset_is_refused():
     assert ppr_over_edges(ring, {0: 1.0}, tolerance=0.0).iterations == 20
     with pytest.raises(ValueError, match="reset"):
         personalized_pagerank(np.eye(2), np.zeros(2))
+
+
+def test_seeds_without_any_link_keep_their_reset_mass():
+    result = ppr_over_edges([], {"a": 3.0, "b": 1.0})
+    assert result.scores == pytest.approx({"a": 0.75, "b": 0.25})
