@@ -158,8 +158,7 @@ async def test_trigram_lookup_functions_answer_for_the_session_tenant_only(db, t
             {"t": a},
         )
     lexemes = (
-        "SELECT lexeme FROM knowmind_similar_lexemes(CAST(:t AS uuid), "
-        "ARRAY['geheimnise'], 0.3, 5)"
+        "SELECT lexeme FROM knowmind_similar_lexemes(CAST(:t AS uuid), ARRAY['geheimnise'], 0.3, 5)"
     )
     names = "SELECT norm_name FROM knowmind_similar_names(CAST(:t AS uuid), ARRAY['adler'], 5)"
     async with db.tenant_tx(a) as conn:  # the owner sees its rows: the probes can fail
