@@ -27,6 +27,7 @@ from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
+from knowmind.api.strict_body import strict_body_guard
 from knowmind.logging import RequestLogMiddleware, configure_logging
 from knowmind.models.base import Embedder
 from knowmind.runtime import Runtime
@@ -72,7 +73,7 @@ def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar
             KnowmindUploadController,
         ],
         lifespan=[lifespan],
-        guards=[auth_guard],
+        guards=[auth_guard, strict_body_guard],
         dependencies={
             "runtime": Provide(_provide_runtime, sync_to_thread=False),
             "principal": Provide(provide_principal, sync_to_thread=False),

@@ -27,4 +27,10 @@ class NotFoundError(KnowmindError):
 
 
 class ConflictError(KnowmindError):
+    """The request clashes with what is stored; names the field when one is to blame."""
+
     status_code = 409
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field

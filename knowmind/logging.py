@@ -5,43 +5,85 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import traceback
 import uuid
 from typing import Any
 
 import structlog
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
-from structlog.tracebacks import ExceptionDictTransformer
 
-__all__ = ["RequestLogMiddleware", "configure_logging"]
+__all__ = ["RequestLogMiddleware", "configure_logging", "log_processors"]
 
 _REQUEST_ID = "x-request-id"
 
 
 def configure_logging(log_format: str = "auto", level: str = "info") -> None:
     as_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if as_json
-        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
-    )
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            # Tracebacks without local variables: locals would carry queries and content.
-            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
-            if as_json
-            else structlog.dev.set_exc_info,
-            renderer,
-        ],
+        processors=log_processors(as_json),
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr, force=True)
+
+
+def log_processors(as_json: bool) -> list[Any]:
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+    )
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _exception_without_values,
+        renderer,
+    ]
+
+
+_MAX_CHAIN = 5
+_MAX_FRAMES = 15
+
+
+def _exception_without_values(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Exceptions logged as their chain of types, SQLSTATEs and frames, never their messages
+    or local variables: a database error quotes the value it refused (a recall query, a title),
+    and locals carry queries and content. The type and the frames say where it went wrong."""
+    exc_info = event.pop("exc_info", None)
+    if exc_info is True:
+        error = sys.exc_info()[1]
+    elif isinstance(exc_info, BaseException):
+        error = exc_info
+    elif isinstance(exc_info, tuple):
+        error = exc_info[1]
+    else:
+        return event
+    chain: list[dict[str, Any]] = []
+    while error is not None and len(chain) < _MAX_CHAIN:
+        chain.append(_describe(error))
+        error = error.__cause__ or error.__context__
+    event["exception"] = chain
+    return event
+
+
+def _describe(error: BaseException) -> dict[str, Any]:
+    frames = traceback.extract_tb(error.__traceback__)[-_MAX_FRAMES:]
+    entry: dict[str, Any] = {
+        "type": f"{type(error).__module__}.{type(error).__qualname__}",
+        "frames": [f"{f.filename}:{f.lineno} {f.name}" for f in frames],
+    }
+    sqlstate = getattr(error, "sqlstate", None) or getattr(
+        getattr(error, "orig", None), "sqlstate", None
+    )
+    if isinstance(sqlstate, str):
+        entry["sqlstate"] = sqlstate
+    if isinstance(error, OSError) and error.errno is not None:
+        entry["errno"] = error.errno
+    return entry
 
 
 class RequestLogMiddleware:

@@ -179,7 +179,9 @@ async def test_stats_and_health_detail(client, tenant):
     stats = (await client.get("/v1/stats", headers=tenant.read)).json()
     assert stats["memories"] == 1 and stats["chunks"] == 1 and stats["entities"] >= 1
     assert stats["pending_jobs"] == 0
-    health = (await client.get("/health/detail")).json()
+    assert (await client.get("/health/detail")).status_code == 401  # every tenant's backlog
+    assert (await client.get("/health/detail", headers=tenant.admin)).status_code == 403
+    health = (await client.get("/health/detail", headers=ADMIN_HEADERS)).json()
     assert health["postgres"]["status"] == "ok"
     assert health["embedder"]["status"] == "ok"
     assert health["graph_mirror"] == {"status": "disabled"}

@@ -11,7 +11,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERNAL_SERVER_ERROR
 
-from knowmind.errors import InvalidInputError, KnowmindError
+from knowmind.errors import ConflictError, InvalidInputError, KnowmindError
 
 __all__ = ["error_response", "exception_handlers", "field_of_message"]
 
@@ -55,8 +55,9 @@ def on_validation_error(
 
 
 def on_knowmind_error(_: Request[Any, Any, Any], error: KnowmindError) -> Response[dict[str, Any]]:
-    if isinstance(error, InvalidInputError):
-        return _body(error.status_code, str(error), field=error.field)
+    field = getattr(error, "field", None)
+    if isinstance(error, InvalidInputError | ConflictError) and field:
+        return _body(error.status_code, str(error), field=field)
     return _body(error.status_code, str(error))
 
 

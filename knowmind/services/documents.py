@@ -59,6 +59,8 @@ class DocumentService(MemoryWriter):
         tenant = tenant_of(who)
         if not draft.content.strip():
             raise InvalidInputError("content", "must not be empty")
+        if draft.title is not None and not draft.title.strip():
+            raise InvalidInputError("title", "must not be blank")
         title = (draft.title or _title_from(draft.content)).strip()
         norm_title = normalise_name(title) or title.lower()
         sha = content_sha256(draft.content)
@@ -105,6 +107,12 @@ class DocumentService(MemoryWriter):
             )
             if found is None:
                 raise NotFoundError(f"replace_document_id: no document {draft.replace_document_id}")
+            holder = await document_store.find_document(conn, tenant, norm_title=norm_title)
+            if holder is not None and holder.id != found.id:
+                raise ConflictError(
+                    "title: another document has this title; replace that one instead",
+                    field="title",
+                )
             return found
         return await document_store.find_document(conn, tenant, norm_title=norm_title, lock=True)
 

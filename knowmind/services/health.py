@@ -117,11 +117,18 @@ class HealthService:
     async def health_detail(self) -> dict[str, object]:
         """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
         checks = await self.readiness()
-        async with self.db.owner_tx() as conn:
-            backlog = await job_backlog(conn)
+        backlog: dict[str, object] = {"backlog": "unknown: database unavailable"}
+        mirror: dict[str, object] = {"status": "unknown: database unavailable"}
+        if checks["database"] == "ok":  # the report itself must not fail with the database
+            try:
+                async with self.db.owner_tx() as conn:
+                    backlog = dict(await job_backlog(conn))
+                mirror = await self.mirror_report()
+            except Exception as exc:
+                backlog = {"backlog": f"unknown: {type(exc).__name__}"}
         return {
             "postgres": {"status": checks["database"], "schema": checks["schema"]},
-            "graph_mirror": await self.mirror_report(),
+            "graph_mirror": mirror,
             "embedder": {"status": checks["embedder"], "model": self.embedder.model_id},
             "reranker": self._reranker_health(),
             "job_worker": {

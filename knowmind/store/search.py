@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from knowmind.errors import InvalidInputError
 from knowmind.store.rows import ChunkHit
 from knowmind.store.sql import Conn, fetch
 
@@ -34,11 +35,20 @@ class MemoryFilters:
     known_at: datetime | None = None
 
     def __post_init__(self) -> None:
-        # One rule for every caller (REST, MCP): a time without a zone is UTC.
+        # One rule for every caller (REST, MCP): a time without a zone is UTC, and it must
+        # be an instant the database can hold (year 1 to 9999 in UTC: "9999-12-31T23:59-14:00"
+        # is in year 10000 there).
         for name in ("as_of", "known_at"):
             moment = getattr(self, name)
-            if moment is not None and moment.tzinfo is None:
-                object.__setattr__(self, name, moment.replace(tzinfo=UTC))
+            if moment is None:
+                continue
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            try:
+                moment = moment.astimezone(UTC)
+            except OverflowError:
+                raise InvalidInputError(name, "outside the years 1 to 9999 in UTC") from None
+            object.__setattr__(self, name, moment)
 
     def sql(self) -> tuple[str, dict[str, Any]]:
         """AND-clauses on the memories alias ``m`` and their parameters."""

@@ -10,7 +10,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 
 from knowmind import __version__
 from knowmind.runtime import Runtime
-from knowmind.services.auth import Principal
+from knowmind.services.auth import SERVER_ADMIN, Principal
 
 __all__ = ["HealthController"]
 
@@ -28,9 +28,10 @@ class HealthController(Controller):
         """What is active on this host: embedder, reranker, graph backend, NER, stages."""
         return await runtime.health.capabilities()
 
-    @get("/health/detail")
+    @get("/health/detail", opt={"scope": SERVER_ADMIN})
     async def health_detail(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
-        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
+        """A status per component: postgres, graph mirror, embedder, reranker, job worker
+        (server admin token: the job backlog spans every tenant)."""
         return await runtime.health.health_detail()
 
     @get("/v1/stats", opt={"scope": "read"})
