@@ -21,6 +21,7 @@ from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
 from knowmind.services.admin import AdminService
+from knowmind.services.audit import AuditService
 from knowmind.services.documents import DocumentService
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
@@ -89,6 +90,7 @@ class Runtime:
     job_worker: JobWorker
     documents: DocumentService
     erasure: ErasureService
+    audit: AuditService
     graph_reader: GraphReader
     health: HealthService
     mirror: MirrorDrainer | None = None
@@ -176,6 +178,7 @@ class Runtime:
                 db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
             ),
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
+            audit=AuditService(db),
             graph_reader=reader,
             health=health,
             mirror=mirror,

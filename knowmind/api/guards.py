@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, cast
 
 from litestar import Request
@@ -37,7 +38,8 @@ async def auth_guard(
     refusal = scope_refusal(principal, needed)
     if refusal is not None:
         raise PermissionDeniedException(refusal)
-    connection.state.principal = principal
+    client = connection.client.host if connection.client else None
+    connection.state.principal = replace(principal, client=client)
 
 
 def provide_principal(request: Request[Any, Any, Any]) -> Principal:

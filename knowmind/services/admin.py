@@ -7,7 +7,8 @@ from uuid import UUID
 
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
-from knowmind.services.auth import SCOPES, hash_token, new_token
+from knowmind.services.audit import record
+from knowmind.services.auth import SCOPES, Principal, hash_token, new_token
 from knowmind.store import tenants as tenant_store
 from knowmind.store import tokens as token_store
 from knowmind.store.rows import TenantRow, TokenRow
@@ -28,7 +29,9 @@ class AdminService:
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
 
-    async def create_tenant(self, name: str, language: str) -> TenantRow:
+    async def create_tenant(
+        self, name: str, language: str, who: Principal | None = None
+    ) -> TenantRow:
         if not name.strip():
             raise InvalidInputError("name", "must not be blank")
         async with self.db.owner_tx() as conn:
@@ -37,11 +40,13 @@ class AdminService:
                     "language", f"{language!r} is not a text search configuration (pg_ts_config)"
                 )
             try:
-                return await tenant_store.create_tenant(
+                row = await tenant_store.create_tenant(
                     conn, name.strip(), language, self.embedding_model, self.embedding_dim
                 )
             except tenant_store.DuplicateTenantError as exc:
                 raise ConflictError(f"a tenant named {name.strip()!r} exists already") from exc
+            await record(conn, who, "tenant.create", row.id, [row.id], {"language": language})
+            return row
 
     async def refresh_statistics(self) -> None:
         """Planner statistics for the recall tables, after a bulk import."""
@@ -59,7 +64,9 @@ class AdminService:
         async with self.db.owner_tx() as conn:
             return await tenant_store.list_tenants(conn)
 
-    async def create_token(self, tenant_id: UUID, scopes: list[str]) -> IssuedToken:
+    async def create_token(
+        self, tenant_id: UUID, scopes: list[str], who: Principal | None = None
+    ) -> IssuedToken:
         unknown = sorted(set(scopes) - set(SCOPES))
         if unknown or not scopes:
             raise InvalidInputError("scopes", f"must be a non-empty subset of {list(SCOPES)}")
@@ -70,9 +77,12 @@ class AdminService:
             row = await token_store.insert_token(
                 conn, tenant_id, hash_token(token), sorted(set(scopes), key=SCOPES.index)
             )
+            await record(conn, who, "token.create", tenant_id, [row.id], {"scopes": row.scopes})
         return IssuedToken(row=row, token=token)
 
-    async def revoke_token(self, token_id: UUID) -> None:
+    async def revoke_token(self, token_id: UUID, who: Principal | None = None) -> None:
         async with self.db.owner_tx() as conn:
-            if not await token_store.revoke_token(conn, token_id):
+            tenant = await token_store.revoke_token(conn, token_id)
+            if tenant is None:
                 raise NotFoundError(f"token {token_id} not found or already revoked")
+            await record(conn, who, "token.revoke", tenant, [token_id])

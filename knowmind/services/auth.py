@@ -38,6 +38,7 @@ class Principal:
     scopes: frozenset[str]
     language: str = "german"
     token_id: UUID | None = None
+    client: str | None = None  # the caller's address, for the audit log
 
     @property
     def is_server_admin(self) -> bool:

@@ -7,6 +7,7 @@ transaction and the mirror worker removes the nodes and relationships from Neo4j
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.db.engine import Database
 from knowmind.errors import NotFoundError
 from knowmind.graph.postgres import refresh_derived
+from knowmind.services.audit import record
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService
 from knowmind.store import erasure as erasure_store
@@ -23,7 +25,10 @@ from knowmind.store.outbox import count_outbox_rows, discard_tenant_outbox
 from knowmind.store.tenant_index import drop_tenant_index
 from knowmind.store.tenants import tenant_exists
 
-__all__ = ["ErasureService"]
+__all__ = ["ErasureService", "Receipt"]
+
+#: {"erased": {store: rows}, "graph_mirror": {...}, "audit_id": id of the audit entry}
+Receipt = dict[str, Any]
 
 
 class ErasureService:
@@ -32,25 +37,28 @@ class ErasureService:
         self.graph = graph
         self.mirror_enabled = mirror_enabled
 
-    async def erase_memory(self, who: Principal, memory_id: UUID) -> dict[str, dict[str, int]]:
+    async def erase_memory(self, who: Principal, memory_id: UUID) -> Receipt:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             if await memory_store.get_memory(conn, tenant, memory_id) is None:
                 raise NotFoundError(f"memory {memory_id} not found")
-            return await self._erase(conn, tenant, [memory_id], documents=0)
+            receipt = await self._erase(conn, tenant, [memory_id], documents=0)
+            return await _audited(conn, who, "memory.erase", tenant, [memory_id], receipt)
 
-    async def erase_document(self, who: Principal, document_id: UUID) -> dict[str, dict[str, int]]:
+    async def erase_document(self, who: Principal, document_id: UUID) -> Receipt:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             if await find_document(conn, tenant, document_id=document_id, lock=True) is None:
                 raise NotFoundError(f"document {document_id} not found")
             memory_ids = await memory_store.memory_ids_of_document(conn, tenant, document_id)
             await delete_document(conn, tenant, document_id)
-            return await self._erase(conn, tenant, memory_ids, documents=1)
+            receipt = await self._erase(conn, tenant, memory_ids, documents=1)
+            targets = [document_id, *memory_ids]
+            return await _audited(conn, who, "document.erase", tenant, targets, receipt)
 
     async def _erase(
         self, conn: AsyncConnection, tenant: UUID, memory_ids: list[UUID], documents: int
-    ) -> dict[str, dict[str, int]]:
+    ) -> Receipt:
         outbox_before = await count_outbox_rows(conn, tenant)
         counts, touched, predicates = await erasure_store.erase_memories(conn, tenant, memory_ids)
         entities, entity_edges = await erasure_store.erase_orphan_entities(conn, tenant, touched)
@@ -65,9 +73,9 @@ class ErasureService:
             return {}
         return {"deletions_queued": await count_outbox_rows(conn, tenant) - before}
 
-    async def erase_tenant(self, tenant_id: UUID) -> dict[str, dict[str, int]]:
+    async def erase_tenant(self, tenant_id: UUID, who: Principal | None = None) -> Receipt:
         """Server admin: the tenant and everything it owns (tokens included, and its own HNSW
-        index, dropped right after the rows)."""
+        index, dropped right after the rows). Its audit entries stay: ids and counts only."""
         async with self.db.owner_tx() as conn:
             if not await tenant_exists(conn, tenant_id):
                 raise NotFoundError(f"tenant {tenant_id} not found")
@@ -76,13 +84,27 @@ class ErasureService:
             if not self.mirror_enabled:  # nothing will ever drain these
                 await discard_tenant_outbox(conn, tenant_id)
             after = await erasure_store.tenant_row_counts(conn, tenant_id)
-        erased = {t: before[t] - after[t] for t in before if t != "graph_outbox"}
-        erased["tenants"] = 1
+            erased = {t: before[t] - after[t] for t in before if t != "graph_outbox"}
+            erased["tenants"] = 1
+            audit_id = await record(conn, who, "tenant.erase", tenant_id, [tenant_id], erased)
         # its own HNSW index (now empty) goes too; DROP ... CONCURRENTLY needs autocommit
         async with self.db.owner_autocommit() as conn:
             erased["vector_indexes"] = int(await drop_tenant_index(conn, tenant_id))
         if not self.mirror_enabled:
             erased["graph_outbox"] = before["graph_outbox"]
-            return {"erased": erased, "graph_mirror": {}}
+            return {"erased": erased, "graph_mirror": {}, "audit_id": audit_id}
         queued = after["graph_outbox"] - before["graph_outbox"]
-        return {"erased": erased, "graph_mirror": {"deletions_queued": queued}}
+        mirror = {"deletions_queued": queued}
+        return {"erased": erased, "graph_mirror": mirror, "audit_id": audit_id}
+
+
+async def _audited(
+    conn: AsyncConnection,
+    who: Principal,
+    action: str,
+    tenant: UUID,
+    targets: list[UUID],
+    receipt: Receipt,
+) -> Receipt:
+    """The receipt with the id of the audit entry recording it (same transaction)."""
+    return {**receipt, "audit_id": await record(conn, who, action, tenant, targets, receipt)}

@@ -27,15 +27,16 @@ async def insert_token(
     return TokenRow(**row._mapping)
 
 
-async def revoke_token(conn: AsyncConnection, token_id: UUID) -> bool:
-    result = await conn.execute(
+async def revoke_token(conn: AsyncConnection, token_id: UUID) -> UUID | None:
+    """The revoked token's tenant; None when there was no such unrevoked token."""
+    tenant: UUID | None = await conn.scalar(
         text(
             "UPDATE api_tokens SET revoked_at = now() WHERE id = :id AND revoked_at IS NULL "
-            "RETURNING id"
+            "RETURNING tenant_id"
         ),
         {"id": token_id},
     )
-    return result.first() is not None
+    return tenant
 
 
 async def authenticate(

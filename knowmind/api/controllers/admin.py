@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut
 from knowmind.runtime import Runtime
-from knowmind.services.auth import SERVER_ADMIN
+from knowmind.services.auth import SERVER_ADMIN, Principal
+from knowmind.store.audit import AuditRow
 from knowmind.store.rows import TenantRow
 
 __all__ = ["AdminController"]
+
+Who = NamedDependency[Principal]
 
 
 def _tenant_out(row: TenantRow) -> TenantOut:
@@ -36,10 +39,10 @@ class AdminController(Controller):
 
     @post("/tenants", status_code=HTTP_201_CREATED)
     async def create_tenant(
-        self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime]
+        self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime], principal: Who
     ) -> TenantOut:
         language = data.language or runtime.settings.database.default_language
-        return _tenant_out(await runtime.admin.create_tenant(data.name, language))
+        return _tenant_out(await runtime.admin.create_tenant(data.name, language, principal))
 
     @get("/tenants")
     async def list_tenants(self, runtime: NamedDependency[Runtime]) -> list[TenantOut]:
@@ -47,9 +50,13 @@ class AdminController(Controller):
 
     @post("/tenants/{tenant_id:uuid}/tokens", status_code=HTTP_201_CREATED)
     async def create_token(
-        self, tenant_id: FromPath[UUID], data: JSONBody[TokenIn], runtime: NamedDependency[Runtime]
+        self,
+        tenant_id: FromPath[UUID],
+        data: JSONBody[TokenIn],
+        runtime: NamedDependency[Runtime],
+        principal: Who,
     ) -> TokenOut:
-        issued = await runtime.admin.create_token(tenant_id, list(data.scopes))
+        issued = await runtime.admin.create_token(tenant_id, list(data.scopes), principal)
         row = issued.row
         return TokenOut(
             id=row.id,
@@ -61,13 +68,28 @@ class AdminController(Controller):
 
     @delete("/tenants/{tenant_id:uuid}", status_code=HTTP_200_OK)
     async def erase_tenant(
-        self, tenant_id: FromPath[UUID], runtime: NamedDependency[Runtime]
+        self, tenant_id: FromPath[UUID], runtime: NamedDependency[Runtime], principal: Who
     ) -> dict[str, Any]:
-        """Erase a tenant and everything it owns; returns a receipt of what was removed."""
-        return await runtime.erasure.erase_tenant(tenant_id)
+        """Erase a tenant and everything it owns; returns a receipt of what was removed, with
+        the id of its audit entry."""
+        return await runtime.erasure.erase_tenant(tenant_id, principal)
 
     @delete("/tokens/{token_id:uuid}", status_code=HTTP_204_NO_CONTENT)
     async def revoke_token(
-        self, token_id: FromPath[UUID], runtime: NamedDependency[Runtime]
+        self, token_id: FromPath[UUID], runtime: NamedDependency[Runtime], principal: Who
     ) -> None:
-        await runtime.admin.revoke_token(token_id)
+        await runtime.admin.revoke_token(token_id, principal)
+
+    @get("/audit")
+    async def audit(
+        self,
+        runtime: NamedDependency[Runtime],
+        tenant_id: Annotated[UUID | None, QueryParameter(description="one tenant's")] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        before: Annotated[
+            int | None, QueryParameter(ge=1, description="older than this id")
+        ] = None,
+    ) -> list[AuditRow]:
+        """Admin and erasure actions, newest first: who (token id, server admin or the local
+        CLI), what, tenant and target ids, client address, counts. Append-only."""
+        return await runtime.audit.entries(tenant_id, limit, before)
