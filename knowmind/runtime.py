@@ -27,6 +27,7 @@ from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.health import HealthService, HostFacts, WarmUp
 from knowmind.services.jobs import JobService
+from knowmind.services.limits import RequestLimits
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.settings import GraphSettings, RecallSettings, Settings
@@ -91,6 +92,7 @@ class Runtime:
     documents: DocumentService
     erasure: ErasureService
     audit: AuditService
+    limits: RequestLimits
     graph_reader: GraphReader
     health: HealthService
     mirror: MirrorDrainer | None = None
@@ -179,6 +181,11 @@ class Runtime:
             ),
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
             audit=AuditService(db),
+            limits=RequestLimits.of(
+                settings.server.rate_limit_per_second,
+                settings.server.rate_limit_burst,
+                settings.server.auth_failures_before_lockout,
+            ),
             graph_reader=reader,
             health=health,
             mirror=mirror,

@@ -69,6 +69,20 @@ class ServerSettings:
         metadata={"doc": "Admin bearer token; `serve` generates one into the data dir when unset"},
     )
     max_body_bytes: int = field(default=1024 * 1024, metadata={"doc": "Request body limit"})
+    rate_limit_per_second: float = field(
+        default=100.0,
+        metadata={"doc": "Requests per second per token (0: no limit); more answer 429"},
+    )
+    rate_limit_burst: int = field(
+        default=200, metadata={"doc": "Requests a token may send at once before the rate applies"}
+    )
+    auth_failures_before_lockout: int = field(
+        default=10,
+        metadata={
+            "doc": "Invalid tokens from one address within a minute before it is locked out "
+            "(30 s, doubling per repeat up to 15 min; 0: never)"
+        },
+    )
     log_format: str = field(
         default="auto", metadata={"doc": "`json`, `console` or `auto` (JSON unless on a TTY)"}
     )
@@ -331,6 +345,7 @@ class Settings:
         positive: tuple[tuple[object, str], ...] = (
             (server, "port"),
             (server, "max_body_bytes"),
+            (server, "rate_limit_burst"),
             (ingest, "chunk_target_chars"),
             (self.recall, "recall_candidates"),
             (graph, "graph_batch_size"),
@@ -350,6 +365,8 @@ class Settings:
         if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
         for group, name in (
+            (server, "rate_limit_per_second"),
+            (server, "auth_failures_before_lockout"),
             (self.models, "embed_threads"),
             (self.recall, "vector_exact_max_rows"),
             (self.recall, "vector_tenant_index_min_rows"),

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, cast
 
 from litestar import Request
 from litestar.connection import ASGIConnection
-from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import (
+    NotAuthorizedException,
+    PermissionDeniedException,
+    TooManyRequestsException,
+)
 from litestar.handlers.base import BaseRouteHandler
 
 from knowmind.services.auth import (
@@ -16,6 +21,7 @@ from knowmind.services.auth import (
     bearer_token,
     scope_refusal,
 )
+from knowmind.services.limits import RequestLimits
 
 __all__ = ["auth_guard", "provide_principal"]
 
@@ -32,14 +38,27 @@ async def auth_guard(
     if token is None:
         raise NotAuthorizedException("missing bearer token", headers=_CHALLENGE)
     runtime = connection.app.state.runtime
+    limits: RequestLimits = runtime.limits
+    client = connection.client.host if connection.client else None
+    address = client or "unknown"
+    locked = limits.auth_failures.locked_for(address)
+    if locked:
+        raise _too_many("too many invalid tokens from this address", locked)
     principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
     if principal is None:
+        limits.auth_failures.failed(address)
         raise NotAuthorizedException("invalid or revoked token", headers=_CHALLENGE)
+    wait = limits.requests.take(str(principal.token_id or "server-admin"))
+    if wait:
+        raise _too_many("request rate of this token exceeded", wait)
     refusal = scope_refusal(principal, needed)
     if refusal is not None:
         raise PermissionDeniedException(refusal)
-    client = connection.client.host if connection.client else None
     connection.state.principal = replace(principal, client=client)
+
+
+def _too_many(detail: str, retry_after_s: float) -> TooManyRequestsException:
+    return TooManyRequestsException(detail, headers={"Retry-After": str(math.ceil(retry_after_s))})
 
 
 def provide_principal(request: Request[Any, Any, Any]) -> Principal:
