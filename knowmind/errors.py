@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["ConflictError", "InvalidInputError", "KnowmindError", "NotFoundError"]
+__all__ = [
+    "ConflictError",
+    "InvalidInputError",
+    "KnowmindError",
+    "NotFoundError",
+    "OverloadedError",
+]
 
 
 class KnowmindError(Exception):
@@ -34,3 +40,13 @@ class ConflictError(KnowmindError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class OverloadedError(KnowmindError):
+    """Work refused at once rather than queued for minutes: 429 when the tenant's share is
+    used up, 503 when the server as a whole is; ``retry_after_s`` hints when to come back."""
+
+    def __init__(self, message: str, *, whole_server: bool, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.status_code = 503 if whole_server else 429
+        self.retry_after_s = retry_after_s

@@ -115,7 +115,11 @@ class Runtime:
             settings.database.db_pool_size,
             graph_mirror=bool(settings.graph.neo4j_url),
         )
-        executor = EmbeddingExecutor(embedder)
+        executor = EmbeddingExecutor(
+            embedder,
+            max_owner_texts=settings.models.embed_queue_per_tenant,
+            max_queued_texts=settings.models.embed_queue_total,
+        )
         reader = graph_reader(db, settings.graph)
         lexical = lexical_options(settings.recall)
         rerank = RerankStep(

@@ -143,6 +143,17 @@ class ModelSettings:
         default=0,
         metadata={"doc": "Threads of the one embedding executor; 0 = the cores this process has"},
     )
+    embed_queue_per_tenant: int = field(
+        default=1000,
+        metadata={
+            "doc": "Passages one tenant may have waiting for the embedder; a write beyond is "
+            "refused with 429 (a single larger write alone is accepted)"
+        },
+    )
+    embed_queue_total: int = field(
+        default=4000,
+        metadata={"doc": "Passages that may wait in all; a write beyond is refused with 503"},
+    )
     reranker: str = field(
         default="flag:BAAI/bge-reranker-v2-m3",
         metadata={"doc": "`none`, `flag:<model>` or `cross-encoder:<model>` (offline weights)"},
@@ -352,6 +363,8 @@ class Settings:
             (self.database, "db_pool_size"),
             (self.recall, "vector_ef_search"),
             (self.recall, "bm25_postings_budget"),
+            (self.models, "embed_queue_per_tenant"),
+            (self.models, "embed_queue_total"),
         )
         for group, name in positive:
             if getattr(group, name) <= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERNAL_SERVER_ERROR
 
-from knowmind.errors import ConflictError, InvalidInputError, KnowmindError
+from knowmind.errors import ConflictError, InvalidInputError, KnowmindError, OverloadedError
 
 __all__ = ["error_response", "exception_handlers", "field_of_message"]
 
@@ -58,7 +59,10 @@ def on_knowmind_error(_: Request[Any, Any, Any], error: KnowmindError) -> Respon
     field = getattr(error, "field", None)
     if isinstance(error, InvalidInputError | ConflictError) and field:
         return _body(error.status_code, str(error), field=field)
-    return _body(error.status_code, str(error))
+    response = _body(error.status_code, str(error))
+    if isinstance(error, OverloadedError):
+        response.headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    return response
 
 
 def on_http_error(_: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:

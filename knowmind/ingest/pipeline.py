@@ -30,9 +30,13 @@ async def prepare_chunks(
     content: str,
     target_chars: int,
     overlap_chars: int,
+    owner: str = "",
 ) -> PreparedChunks:
+    """Chunks and their embeddings; ``owner`` (the tenant) takes its fair turn in the
+    embedding queue."""
     contents = chunk_text(content, target_chars, overlap_chars) or [content.strip()]
-    embeddings = await embedder.embed_passages([passage_text(title, c) for c in contents])
+    texts = [passage_text(title, c) for c in contents]
+    embeddings = await embedder.embed_passages(texts, owner)
     return PreparedChunks(contents=contents, embeddings=embeddings)
 
 

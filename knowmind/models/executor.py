@@ -5,21 +5,28 @@ the same cores), so every embedding in the process goes through one thread (whos
 process's cores); the reranker runs its batches on the same thread (``model_thread``), so the two
 models never compete for the cores either. Queries are served before passages, and passage work
 is cut into slices, so a large ingest never holds a recall's query embedding for long.
+
+Fairness and admission: passage work is queued per owner (a tenant) and each batch is shared
+round-robin among the owners waiting, so one tenant's large upload delays another's sentence by
+a batch, not by the upload. At most ``max_owner_texts`` passages may wait per owner and
+``max_queued_texts`` in all: beyond, a submission is refused at once (``QueueFull``) rather than
+queued for minutes. Work whose caller went away (its future cancelled) is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from knowmind.errors import OverloadedError
 from knowmind.models.base import Embedder
 
-__all__ = ["MAX_BATCH", "EmbeddingExecutor"]
+__all__ = ["MAX_BATCH", "EmbeddingExecutor", "QueueFull"]
 
 
 @dataclass(slots=True)
@@ -27,21 +34,49 @@ class _Job:
     texts: list[str]
     future: asyncio.Future[np.ndarray]
     is_query: bool
+    owner: str = ""
     done_rows: int = 0
     parts: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.texts) - self.done_rows
+
+
+class QueueFull(OverloadedError):
+    """Passages refused: the owner's share (``whole`` False: 429) or the whole queue (503)."""
+
+    def __init__(self, whole: bool, waiting: int, retry_after_s: float) -> None:
+        scope = "the server's embedding queue" if whole else "this tenant's embedding queue"
+        message = f"{scope} is full ({waiting} passages waiting); retry later"
+        super().__init__(message, whole_server=whole, retry_after_s=retry_after_s)
+        self.whole = whole
 
 
 # Texts per model call: the batch the model thread embeds at once.
 MAX_BATCH = 32
+# Passages that may wait, per owner and in all (at ~30 passages/s: about 30 s and 2 min).
+MAX_OWNER_TEXTS = 1000
+MAX_QUEUED_TEXTS = 4000
+# Seconds a refused caller is told to wait per 100 passages queued ahead of it.
+_RETRY_S_PER_100 = 3.0
 
 
 class EmbeddingExecutor:
-    def __init__(self, embedder: Embedder, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        max_batch: int = MAX_BATCH,
+        max_owner_texts: int = MAX_OWNER_TEXTS,
+        max_queued_texts: int = MAX_QUEUED_TEXTS,
+    ) -> None:
         self.embedder = embedder
         self.max_batch = max_batch
+        self.max_owner_texts, self.max_queued_texts = max_owner_texts, max_queued_texts
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowmind-embed")
         self._inbox: asyncio.Queue[_Job] | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._waiting: dict[str, int] = {}  # passages submitted and not yet embedded, per owner
 
     @property
     def model_thread(self) -> ThreadPoolExecutor:
@@ -59,8 +94,24 @@ class EmbeddingExecutor:
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return await self._submit(texts, is_query=True)
 
-    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._submit(texts, is_query=False)
+    async def embed_passages(self, texts: Sequence[str], owner: str = "") -> np.ndarray:
+        """``owner`` (a tenant) shares the passage queue fairly with the other owners; raises
+        ``QueueFull`` when its share or the whole queue is full."""
+        self._admit(owner, len(texts))
+        return await self._submit(texts, is_query=False, owner=owner)
+
+    def waiting_passages(self) -> dict[str, int]:
+        """Passages waiting per owner (for health reports and tests)."""
+        return {owner: n for owner, n in self._waiting.items() if n}
+
+    def _admit(self, owner: str, count: int) -> None:
+        total = sum(self._waiting.values())
+        mine = self._waiting.get(owner, 0)
+        # one oversized request alone is admitted (the body limit bounds it); more queue up
+        if mine and mine + count > self.max_owner_texts:
+            raise QueueFull(False, mine, _RETRY_S_PER_100 * mine / 100)
+        if total and total + count > self.max_queued_texts:
+            raise QueueFull(True, total, _RETRY_S_PER_100 * total / 100)
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -69,7 +120,7 @@ class EmbeddingExecutor:
             self._worker = None
         self._thread.shutdown(wait=False, cancel_futures=True)
 
-    async def _submit(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
+    async def _submit(self, texts: Sequence[str], *, is_query: bool, owner: str = "") -> np.ndarray:
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         loop = asyncio.get_running_loop()
@@ -77,55 +128,127 @@ class EmbeddingExecutor:
             self._inbox = asyncio.Queue()
             self._worker = loop.create_task(self._run(), name="knowmind-embed-worker")
         assert self._inbox is not None
-        job = _Job(list(texts), loop.create_future(), is_query)
+        job = _Job(list(texts), loop.create_future(), is_query, owner)
+        if not is_query:
+            self._waiting[owner] = self._waiting.get(owner, 0) + len(job.texts)
         self._inbox.put_nowait(job)
         return await job.future
 
     async def _run(self) -> None:
         assert self._inbox is not None
         queries: deque[_Job] = deque()
-        passages: deque[_Job] = deque()
+        passages: OrderedDict[str, deque[_Job]] = OrderedDict()  # per owner, in turn
         while True:
             if not queries and not passages:
                 self._file(await self._inbox.get(), queries, passages)
             while not self._inbox.empty():
                 self._file(self._inbox.get_nowait(), queries, passages)
-            await self._run_one_batch(queries if queries else passages)
+            self._drop_abandoned(passages)
+            if queries:
+                await self._run_one_batch(self._slices([queries], self.max_batch), True)
+            elif passages:
+                await self._run_one_batch(self._fair_slices(passages), False)
+            _prune(queries, passages)
 
     @staticmethod
-    def _file(job: _Job, queries: deque[_Job], passages: deque[_Job]) -> None:
-        (queries if job.is_query else passages).append(job)
+    def _file(job: _Job, queries: deque[_Job], passages: OrderedDict[str, deque[_Job]]) -> None:
+        if job.is_query:
+            queries.append(job)
+        else:
+            passages.setdefault(job.owner, deque()).append(job)
 
-    async def _run_one_batch(self, jobs: deque[_Job]) -> None:
-        """Embed up to ``max_batch`` texts from the head of ``jobs``; finish completed jobs."""
+    def _drop_abandoned(self, passages: OrderedDict[str, deque[_Job]]) -> None:
+        """Jobs whose caller went away (future cancelled) are not embedded."""
+        for owner in list(passages):
+            for job in [j for j in passages[owner] if j.future.done()]:
+                passages[owner].remove(job)
+                self._settle(job)
+            if not passages[owner]:
+                del passages[owner]
+
+    def _fair_slices(self, passages: OrderedDict[str, deque[_Job]]) -> list[tuple[_Job, int, int]]:
+        """A batch shared among the waiting owners (each up to an equal share, the rest to
+        whoever has more); the owners served first go to the back of the line."""
+        share = max(1, self.max_batch // len(passages))
+        taken = self._slices(list(passages.values()), share)
+        room = self.max_batch - sum(end - start for _, start, end in taken)
+        if room > 0:
+            taken += self._slices(list(passages.values()), room, after=taken)
+        first = next(iter(passages))
+        passages.move_to_end(first)
+        return taken
+
+    def _slices(
+        self,
+        queues: list[deque[_Job]],
+        per_queue: int,
+        after: list[tuple[_Job, int, int]] | None = None,
+    ) -> list[tuple[_Job, int, int]]:
+        """Up to ``per_queue`` texts from the head of each queue, in order, at most
+        ``max_batch`` in all (continuing past the slices ``after`` already took)."""
+        done = {id(job): end for job, _, end in after or []}
+        total = sum(end - start for _, start, end in after or [])
         taken: list[tuple[_Job, int, int]] = []
-        texts: list[str] = []
-        for job in jobs:
-            room = self.max_batch - len(texts)
-            if room <= 0:
-                break
-            start = job.done_rows
-            end = min(len(job.texts), start + room)
-            taken.append((job, start, end))
-            texts.extend(job.texts[start:end])
-        is_query = jobs[0].is_query
+        for queue in queues:
+            budget = per_queue
+            for job in queue:
+                room = min(budget, self.max_batch - total)
+                if room <= 0:
+                    break
+                start = done.get(id(job), job.done_rows)
+                end = min(len(job.texts), start + room)
+                if end > start:
+                    taken.append((job, start, end))
+                    budget, total = budget - (end - start), total + (end - start)
+        return taken
+
+    async def _run_one_batch(self, taken: list[tuple[_Job, int, int]], is_query: bool) -> None:
+        """Embed the slices in one model call; finish the jobs they complete."""
+        if not taken:
+            return
+        texts = [t for job, start, end in taken for t in job.texts[start:end]]
         fn = self.embedder.embed_queries if is_query else self.embedder.embed_passages
         loop = asyncio.get_running_loop()
         try:
             vectors = await loop.run_in_executor(self._thread, fn, texts)
         except Exception as exc:  # the model failed: every job in this batch fails with it
-            for job, _, _ in taken:
-                if job in jobs:
-                    jobs.remove(job)
-                if not job.future.done():
-                    job.future.set_exception(exc)
+            for job in {id(j): j for j, _, _ in taken}.values():
+                self._finish(job, exc)
             return
         offset = 0
         for job, start, end in taken:
             job.parts.append(vectors[offset : offset + (end - start)])
             offset += end - start
             job.done_rows = end
+            if not is_query:
+                self._waiting[job.owner] -= end - start
             if end == len(job.texts):
-                jobs.remove(job)
-                if not job.future.done():
-                    job.future.set_result(np.concatenate(job.parts))
+                self._finish(job, None)
+
+    def _finish(self, job: _Job, error: Exception | None) -> None:
+        if not job.future.done():
+            if error is None:
+                job.future.set_result(np.concatenate(job.parts))
+            else:
+                job.future.set_exception(error)
+        self._settle(job)
+
+    def _settle(self, job: _Job) -> None:
+        """Forget the job's remaining passages (it is done, failed or abandoned); the queues
+        drop finished jobs before the next batch."""
+        if not job.is_query:
+            left = self._waiting.get(job.owner, 0) - job.remaining
+            if left > 0:
+                self._waiting[job.owner] = left
+            else:
+                self._waiting.pop(job.owner, None)
+        job.done_rows = len(job.texts)
+
+
+def _prune(queries: deque[_Job], passages: OrderedDict[str, deque[_Job]]) -> None:
+    """Drop finished jobs (and owners left with none) from the queues."""
+    for queue in (queries, *passages.values()):
+        for job in [j for j in queue if not j.remaining]:
+            queue.remove(job)
+    for owner in [o for o, queue in passages.items() if not queue]:
+        del passages[owner]

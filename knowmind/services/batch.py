@@ -118,7 +118,8 @@ async def _embed_and_store(
     groups = _groups(service, items)
     if not groups:
         return
-    embedding = asyncio.ensure_future(_embed(service, groups[0]))
+    owner = str(tenant_of(who))
+    embedding = asyncio.ensure_future(_embed(service, owner, groups[0]))
     try:
         for number, group in enumerate(groups):
             try:
@@ -134,7 +135,7 @@ async def _embed_and_store(
                     )
                 return
             if number + 1 < len(groups):
-                embedding = asyncio.ensure_future(_embed(service, groups[number + 1]))
+                embedding = asyncio.ensure_future(_embed(service, owner, groups[number + 1]))
             for p in group:
                 yield await _store_one(service, who, p)
     finally:
@@ -158,10 +159,11 @@ def _groups(service: MemoryService, items: list[_Pending]) -> list[list[_Pending
     return groups
 
 
-async def _embed(service: MemoryService, items: list[_Pending]) -> None:
-    """Embed the items' chunks in one call (the executor batches them)."""
+async def _embed(service: MemoryService, owner: str, items: list[_Pending]) -> None:
+    """Embed the items' chunks in one call (the executor batches them, taking turns with
+    other tenants)."""
     texts = [passage_text(p.draft.title, c) for p in items for c in p.contents]
-    vectors = await service.embedder.embed_passages(texts)
+    vectors = await service.embedder.embed_passages(texts, owner)
     offset = 0
     for p in items:
         p.embeddings = vectors[offset : offset + len(p.contents)]

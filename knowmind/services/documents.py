@@ -64,7 +64,7 @@ class DocumentService(MemoryWriter):
         title = (draft.title or _title_from(draft.content)).strip()
         norm_title = normalise_name(title) or title.lower()
         sha = content_sha256(draft.content)
-        contents, embeddings, embedded_by = await self._chunks(draft, title)
+        contents, embeddings, embedded_by = await self._chunks(draft, title, str(tenant))
         async with self.db.tenant_tx(tenant, write=True) as conn:
             existing = await self._existing(conn, tenant, draft, norm_title)
             if existing and existing.content_sha256 == sha and existing.title == title:
@@ -154,9 +154,12 @@ class DocumentService(MemoryWriter):
         )
         return existing.id
 
-    async def _chunks(self, draft: DocumentDraft, title: str) -> tuple[list[str], np.ndarray, str]:
+    async def _chunks(
+        self, draft: DocumentDraft, title: str, owner: str
+    ) -> tuple[list[str], np.ndarray, str]:
         """Client chunks with their embeddings when they were made with our model and
-        dimension; otherwise the server chunks the Markdown and embeds."""
+        dimension; otherwise the server chunks the Markdown and embeds (``owner``: the tenant,
+        for its turn in the embedding queue)."""
         usable = (
             draft.chunks
             and draft.embedding_model == self.embedder.model_id
@@ -169,8 +172,8 @@ class DocumentService(MemoryWriter):
         contents = chunk_markdown(
             draft.content, self.ingest.chunk_target_chars, self.ingest.chunk_overlap_chars
         ) or [draft.content.strip()]
-        embeddings = await self.embedder.embed_passages([passage_text(title, c) for c in contents])
-        return contents, embeddings, "server"
+        texts = [passage_text(title, c) for c in contents]
+        return contents, await self.embedder.embed_passages(texts, owner), "server"
 
 
 def _title_from(content: str) -> str:

@@ -61,6 +61,7 @@ class MemoryService(MemoryWriter):
             draft.content,
             self.ingest.chunk_target_chars,
             self.ingest.chunk_overlap_chars,
+            owner=str(tenant),
         )
         values = memory_values(draft, sha)
         async with self.db.tenant_tx(tenant, write=True) as conn:
@@ -110,6 +111,7 @@ class MemoryService(MemoryWriter):
             new_content,
             self.ingest.chunk_target_chars,
             self.ingest.chunk_overlap_chars,
+            owner=str(tenant),
         )
         async with self.db.tenant_tx(tenant, write=True) as conn:
             old = await memory_store.close_validity(conn, tenant, target_id)

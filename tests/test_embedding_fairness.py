@@ -1,0 +1,101 @@
+"""The embedding queue is shared fairly between tenants, bounded, and forgets abandoned work:
+scheduling checked with a recording embedder double (unit tests; the real model's vectors are
+checked in test_ingest_and_embedding)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from knowmind.models.executor import EmbeddingExecutor, QueueFull
+
+
+class RecordingEmbedderDouble:
+    """Returns a vector per text (its number) and records every batch it was given."""
+
+    model_id, dim = "double", 1
+
+    def __init__(self, seconds_per_batch: float = 0.005) -> None:
+        self.batches: list[list[str]] = []
+        self.seconds = seconds_per_batch
+
+    def embed_passages(self, texts):
+        self.batches.append(list(texts))
+        time.sleep(self.seconds)
+        return np.array([[float(t.split("-")[1])] for t in texts], dtype=np.float32)
+
+    embed_queries = embed_passages
+
+
+async def test_a_small_write_waits_a_batch_not_a_large_upload():
+    model = RecordingEmbedderDouble()
+    executor = EmbeddingExecutor(model, max_batch=8)
+    try:
+        large = asyncio.ensure_future(executor.embed_passages([f"a-{i}" for i in range(200)], "A"))
+        await asyncio.sleep(0.02)  # A's upload is under way
+        before = len(model.batches)
+        small = await executor.embed_passages(["b-7"], "B")
+        assert not large.done()
+        assert small.tolist() == [[7.0]]
+        arrived = next(i for i, batch in enumerate(model.batches) if "b-7" in batch)
+        assert before > 0 and arrived <= before + 1  # the batch running, then B's turn
+        vectors = await large
+    finally:
+        await executor.close()
+    assert vectors[:, 0].tolist() == list(range(200))  # slices reassembled in order
+    assert sum(len(b) for b in model.batches) == 201
+
+
+async def test_owners_share_each_batch():
+    model = RecordingEmbedderDouble()
+    executor = EmbeddingExecutor(model, max_batch=8)
+    try:
+        await asyncio.gather(
+            executor.embed_passages([f"a-{i}" for i in range(40)], "A"),
+            executor.embed_passages([f"b-{i}" for i in range(40)], "B"),
+        )
+    finally:
+        await executor.close()
+    mixed = [b for b in model.batches if any(t.startswith("a") for t in b)]
+    assert all(sum(t.startswith("b") for t in b) == 4 for b in mixed[:8])
+
+
+async def test_full_queues_refuse_at_once():
+    executor = EmbeddingExecutor(
+        RecordingEmbedderDouble(0.05), max_batch=4, max_owner_texts=50, max_queued_texts=70
+    )
+    try:
+        first = asyncio.ensure_future(executor.embed_passages([f"a-{i}" for i in range(40)], "A"))
+        await asyncio.sleep(0)
+        with pytest.raises(QueueFull) as tenant_full:
+            await executor.embed_passages([f"a-{i}" for i in range(20)], "A")
+        assert not tenant_full.value.whole and tenant_full.value.retry_after_s > 0
+        second = asyncio.ensure_future(executor.embed_passages([f"b-{i}" for i in range(20)], "B"))
+        await asyncio.sleep(0)
+        with pytest.raises(QueueFull) as server_full:
+            await executor.embed_passages([f"c-{i}" for i in range(20)], "C")
+        assert server_full.value.whole
+        await asyncio.gather(first, second)
+        assert executor.waiting_passages() == {}
+        await executor.embed_passages([f"c-{i}" for i in range(20)], "C")  # room again
+    finally:
+        await executor.close()
+
+
+async def test_abandoned_work_is_dropped():
+    model = RecordingEmbedderDouble(0.01)
+    executor = EmbeddingExecutor(model, max_batch=4)
+    try:
+        upload = asyncio.ensure_future(executor.embed_passages([f"a-{i}" for i in range(400)], "A"))
+        await asyncio.sleep(0.05)
+        upload.cancel()  # the client went away
+        await executor.embed_passages(["b-1"], "B")
+        await asyncio.sleep(0.05)
+        embedded = sum(len(b) for b in model.batches)
+        assert embedded < 100
+        assert executor.waiting_passages() == {}
+    finally:
+        await executor.close()
