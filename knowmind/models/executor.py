@@ -8,9 +8,10 @@ is cut into slices, so a large ingest never holds a recall's query embedding for
 
 Fairness and admission: passage work is queued per owner (a tenant) and each batch is shared
 round-robin among the owners waiting, so one tenant's large upload delays another's sentence by
-a batch, not by the upload. At most ``max_owner_texts`` passages may wait per owner and
-``max_queued_texts`` in all: beyond, a submission is refused at once (``QueueFull``) rather than
-queued for minutes. Work whose caller went away (its future cancelled) is dropped.
+the batch under way and a half-size one, not by the upload. At most ``max_owner_texts``
+passages may wait per owner and ``max_queued_texts`` in all: beyond, a submission is refused
+at once (``QueueFull``) rather than queued for minutes. Work whose caller went away (its future
+cancelled) is dropped.
 """
 
 from __future__ import annotations
@@ -167,27 +168,18 @@ class EmbeddingExecutor:
                 del passages[owner]
 
     def _fair_slices(self, passages: OrderedDict[str, deque[_Job]]) -> list[tuple[_Job, int, int]]:
-        """A batch shared among the waiting owners (each up to an equal share, the rest to
-        whoever has more); the owners served first go to the back of the line."""
+        """A batch shared among the waiting owners, each up to an equal share (a lone owner
+        fills the batch); the owner served first goes to the back of the line. Shares left
+        unused stay unused: a small write's batch is then smaller, so it is done sooner."""
         share = max(1, self.max_batch // len(passages))
         taken = self._slices(list(passages.values()), share)
-        room = self.max_batch - sum(end - start for _, start, end in taken)
-        if room > 0:
-            taken += self._slices(list(passages.values()), room, after=taken)
-        first = next(iter(passages))
-        passages.move_to_end(first)
+        passages.move_to_end(next(iter(passages)))
         return taken
 
-    def _slices(
-        self,
-        queues: list[deque[_Job]],
-        per_queue: int,
-        after: list[tuple[_Job, int, int]] | None = None,
-    ) -> list[tuple[_Job, int, int]]:
+    def _slices(self, queues: list[deque[_Job]], per_queue: int) -> list[tuple[_Job, int, int]]:
         """Up to ``per_queue`` texts from the head of each queue, in order, at most
-        ``max_batch`` in all (continuing past the slices ``after`` already took)."""
-        done = {id(job): end for job, _, end in after or []}
-        total = sum(end - start for _, start, end in after or [])
+        ``max_batch`` in all."""
+        total = 0
         taken: list[tuple[_Job, int, int]] = []
         for queue in queues:
             budget = per_queue
@@ -195,7 +187,7 @@ class EmbeddingExecutor:
                 room = min(budget, self.max_batch - total)
                 if room <= 0:
                     break
-                start = done.get(id(job), job.done_rows)
+                start = job.done_rows
                 end = min(len(job.texts), start + room)
                 if end > start:
                     taken.append((job, start, end))
