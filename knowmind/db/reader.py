@@ -96,6 +96,11 @@ class ReadPool:
             await conn.scope_to(tenant_id)
             yield conn
 
+    async def expire_connections(self) -> None:
+        """Replace every session at its next use (after the server restarted under them)."""
+        for pool in list(self._pools.values()):
+            await pool.expire_connections()
+
     async def close(self) -> None:
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:

@@ -19,9 +19,17 @@ class HealthController(Controller):
     tags = ["health"]
 
     @get("/health")
-    async def health(self) -> dict[str, str]:
-        """The process is alive."""
-        return {"status": "ok", "version": __version__}
+    async def health(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:
+        """The process is alive and can recover: 503 once the database has been unreachable
+        for a minute (the embedded one could not be restarted), so an orchestrator restarts
+        the process; a shorter outage shows in ``/ready``."""
+        report = runtime.supervisor.report
+        body: dict[str, Any] = {"status": "ok", "version": __version__}
+        if not report.up:
+            body["database"] = {"status": "unreachable", "problem": report.last_problem}
+        if runtime.supervisor.healthy:
+            return Response(body, status_code=HTTP_200_OK)
+        return Response(body | {"status": "unhealthy"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
 
     @get("/v1/capabilities")
     async def capabilities(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
