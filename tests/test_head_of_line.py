@@ -70,3 +70,32 @@ def test_a_tenant_over_its_queue_share_gets_429_while_others_write(tmp_path):
     # 1 s against 4 (the ratio holds on a loaded one too)
     assert outcome["b_seconds"] < 0.5 * outcome["upload_seconds"], outcome
     assert outcome["stored"].status_code == 201
+
+
+def test_after_the_server_is_killed_the_next_one_adopts_and_stops_its_database(tmp_path):
+    """kill -9 of `knowmind serve` leaves its PostgreSQL running; the next server starts
+    cleanly on it, keeps the data, and stops it on shutdown."""
+    data_dir = tmp_path / "km"
+    run_cli(data_dir, "migrate")
+    auth = _token(data_dir, "tenant-a")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    first = knowmind(data_dir, "serve", port=port, env_extra={"KNOWMIND_RERANKER": "none"})
+    try:
+        wait_ready(base, first)
+        stored = httpx.post(f"{base}/v1/memories", json={"content": "Bleibt."}, headers=auth)
+        assert stored.status_code == 201
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    assert (data_dir / "pgdata" / "postmaster.pid").exists()  # orphaned, still running
+    second = knowmind(data_dir, "serve", port=port, env_extra={"KNOWMIND_RERANKER": "none"})
+    try:
+        wait_ready(base, second)
+        again = httpx.get(f"{base}/v1/memories/{stored.json()['id']}", headers=auth)
+        assert again.status_code == 200
+    finally:
+        _, err = stop(second)
+    assert second.returncode == 0, err
+    assert "embedded_postgres.adopted_orphan" in err
+    assert not (data_dir / "pgdata" / "postmaster.pid").exists()
