@@ -95,7 +95,7 @@ def test_after_the_server_is_killed_the_next_one_adopts_and_stops_its_database(t
         again = httpx.get(f"{base}/v1/memories/{stored.json()['id']}", headers=auth)
         assert again.status_code == 200
     finally:
-        _, err = stop(second)
+        out, err = stop(second)
     assert second.returncode == 0, err
-    assert "embedded_postgres.adopted_orphan" in err
+    assert "embedded_postgres.adopted_orphan" in out + err
     assert not (data_dir / "pgdata" / "postmaster.pid").exists()
