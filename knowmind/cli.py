@@ -27,6 +27,8 @@ from knowmind.settings import Settings, SettingsError
 
 __all__ = ["main"]
 
+GRACEFUL_SHUTDOWN_S = 20
+
 
 @contextmanager
 def database(settings: Settings) -> Iterator[Settings]:
@@ -89,6 +91,9 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
             log_config=None,
             access_log=False,
             lifespan="on",
+            # requests still running after this are cancelled (their queued embedding work
+            # is dropped with them), so a SIGTERM ends the process in bounded time
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         )
     return 0
 

@@ -157,3 +157,30 @@ async def test_unnameable_spans_are_skipped_not_retried(db, tenant, monkeypatch)
     async with db.tenant_tx(tenant_id) as conn:
         names = (await conn.execute(text("SELECT name FROM entities"))).scalars().all()
     assert names == ["Frankfurt AG"]
+
+
+async def test_a_live_workers_job_stays_its_own_and_a_dead_ones_is_taken_over(db, tenant):
+    """Leases are short and renewed by a heartbeat: a slow job is not taken from a live worker,
+    and a dead worker's job is taken over within a lease, not a fixed five minutes."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(tenant_id, payload):
+        started.set()
+        await release.wait()
+        return {}
+
+    async with db.tenant_tx(uuid.UUID(tenant.id)) as conn:
+        await conn.execute(
+            text("INSERT INTO jobs (tenant_id, kind) VALUES (:t, 'slow')"), {"t": tenant.id}
+        )
+    first = JobWorker(db, {"slow": slow}, lease_seconds=1)
+    other = JobWorker(db, {"slow": slow}, lease_seconds=1)
+    running = asyncio.ensure_future(first.run_once())
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.sleep(1.5)  # past the first lease: the heartbeat renewed it
+    assert await other.run_once() == 0
+    running.cancel()  # the first worker dies in the middle of the job
+    await asyncio.gather(running, return_exceptions=True)
+    await asyncio.sleep(1.2)
+    release.set()
+    assert await other.run_once() == 1

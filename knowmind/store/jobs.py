@@ -13,7 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.scalars import one_id, one_str
 
-__all__ = ["JobRow", "claim_jobs", "enqueue_job", "finish_job", "get_job", "retry_or_fail_job"]
+__all__ = [
+    "JobRow",
+    "claim_jobs",
+    "enqueue_job",
+    "extend_leases",
+    "finish_job",
+    "get_job",
+    "retry_or_fail_job",
+]
 
 _COLUMNS = (
     "id, tenant_id, kind, payload, status, attempts, max_attempts, last_error, result, "
@@ -75,6 +83,24 @@ async def claim_jobs(
         {"limit": limit, "lease": lease_seconds, "kinds": kinds},
     )
     return [JobRow(**r._mapping) for r in rows]
+
+
+async def extend_leases(
+    conn: AsyncConnection, jobs: list[tuple[UUID, UUID]], lease_seconds: float
+) -> int:
+    """A live worker's heartbeat: its running jobs (tenant id, job id) stay claimed for
+    another ``lease_seconds``. Returns how many were extended."""
+    if not jobs:
+        return 0
+    result = await conn.execute(
+        text(
+            "UPDATE jobs SET locked_until = now() + make_interval(secs => :lease) "
+            "WHERE status = 'running' AND (tenant_id, id) IN "
+            "(SELECT * FROM unnest(CAST(:tenants AS uuid[]), CAST(:ids AS uuid[])))"
+        ),
+        {"lease": lease_seconds, "tenants": [t for t, _ in jobs], "ids": [i for _, i in jobs]},
+    )
+    return int(result.rowcount or 0)
 
 
 async def finish_job(

@@ -19,6 +19,10 @@ log = structlog.get_logger(__name__)
 
 JobHandler = Callable[[UUID, dict[str, Any]], Awaitable[dict[str, Any]]]
 
+# A claimed job stays with its worker this long past the worker's last heartbeat (one every
+# third of it): a dead worker's jobs are taken over within half a minute.
+LEASE_SECONDS = 30
+
 
 class JobWorker:
     def __init__(
@@ -28,7 +32,7 @@ class JobWorker:
         *,
         poll_seconds: float = 1.0,
         batch: int = 4,
-        lease_seconds: int = 300,
+        lease_seconds: int = LEASE_SECONDS,
         max_backoff_seconds: float = 300.0,
     ) -> None:
         self.db = db
@@ -64,9 +68,26 @@ class JobWorker:
             jobs = await job_store.claim_jobs(
                 conn, list(self.handlers), self.batch, self.lease_seconds
             )
-        for job in jobs:
-            await self._run(job)
+        held = {(job.tenant_id, job.id) for job in jobs}
+        heartbeat = asyncio.ensure_future(self._heartbeat(held))
+        try:
+            for job in jobs:
+                await self._run(job)
+                held.discard((job.tenant_id, job.id))
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
         return len(jobs)
+
+    async def _heartbeat(self, held: set[tuple[UUID, UUID]]) -> None:
+        """Keep the claimed jobs leased while this worker lives."""
+        while held:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                async with self.db.owner_tx() as conn:
+                    await job_store.extend_leases(conn, sorted(held), self.lease_seconds)
+            except Exception as exc:  # the next beat tries again; the lease has slack
+                log.warning("jobs.heartbeat_failed", error_type=type(exc).__name__)
 
     async def _run(self, job: job_store.JobRow) -> None:
         try:
