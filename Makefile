@@ -46,6 +46,11 @@ bench-quick: $(TEST_STAMP)
 bench-scale: $(TEST_STAMP)
 	$(BIN)/python -m benchmark.scale --out $(BENCH_OUT) $(BENCH_SCALE_ARGS)
 
+# Head-of-line (benchmark/fairness.py): tenant B's writes and recalls, idle and while tenant A
+# uploads 1.2 MB at once; a few minutes, not in CI.
+bench-fairness: $(TEST_STAMP)
+	$(BIN)/python -m benchmark.fairness --out $(BENCH_OUT)
+
 # Everything (see README for the runtime on a 2-core machine).
 bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmark --out $(BENCH_OUT)
