@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint clean bench-quick bench bench-scale
+.PHONY: install run test lint clean bench-quick bench bench-scale bench-fairness
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
