@@ -99,3 +99,17 @@ async def test_abandoned_work_is_dropped():
         assert executor.waiting_passages() == {}
     finally:
         await executor.close()
+
+
+async def test_batches_are_bounded_by_characters_too():
+    """Long chunks make short batches: what waits behind a batch waits for a bounded time."""
+    model = RecordingEmbedderDouble(0)
+    executor = EmbeddingExecutor(model, max_batch=32, max_batch_chars=6000)
+    long_texts = [f"a-{i}-" + "x" * 2500 for i in range(10)]
+    try:
+        vectors = await executor.embed_passages(long_texts, "A")
+        await executor.embed_passages([f"b-{i}" for i in range(40)], "B")
+    finally:
+        await executor.close()
+    assert vectors[:, 0].tolist() == list(range(10))
+    assert [len(b) for b in model.batches] == [2, 2, 2, 2, 2, 32, 8]
