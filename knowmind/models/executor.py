@@ -8,7 +8,8 @@ is cut into slices, so a large ingest never holds a recall's query embedding for
 
 Fairness and admission: passage work is queued per owner (a tenant) and each batch is shared
 round-robin among the owners waiting, so one tenant's large upload delays another's sentence by
-the batch under way and a half-size one, not by the upload. At most ``max_owner_texts``
+the batch under way and a shared one, not by the upload; batches are short (characters) while
+several owners wait or recalls are being served. At most ``max_owner_texts``
 passages may wait per owner and ``max_queued_texts`` in all: beyond, a submission is refused
 at once (``QueueFull``) rather than queued for minutes. Work whose caller went away (its future
 cancelled) is dropped.
@@ -17,6 +18,7 @@ cancelled) is dropped.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,10 +56,14 @@ class QueueFull(OverloadedError):
         self.whole = whole
 
 
-# Texts per model call: the batch the model thread embeds at once, and its characters (a query
-# waits for the batch under way: 6,000 characters are about half a second here).
+# Texts per model call: the batch the model thread embeds at once, and its characters: a query
+# waits for the batch under way (6,000 characters of chunks take about a second here), so while
+# queries arrive, or several tenants wait, passage batches are cut to SHARED_BATCH_CHARS.
 MAX_BATCH = 32
 MAX_BATCH_CHARS = 6000
+SHARED_BATCH_CHARS = 1500
+# A query this recent means recalls are being served.
+_QUERY_RECENT_S = 2.0
 # Passages that may wait, per owner and in all (at ~30 passages/s: about 30 s and 2 min).
 MAX_OWNER_TEXTS = 1000
 MAX_QUEUED_TEXTS = 4000
@@ -76,6 +82,7 @@ class EmbeddingExecutor:
     ) -> None:
         self.embedder = embedder
         self.max_batch, self.max_batch_chars = max_batch, max_batch_chars
+        self._last_query_at = float("-inf")
         self.max_owner_texts, self.max_queued_texts = max_owner_texts, max_queued_texts
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowmind-embed")
         self._inbox: asyncio.Queue[_Job] | None = None
@@ -96,6 +103,7 @@ class EmbeddingExecutor:
         return self.embedder.dim
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self._last_query_at = time.monotonic()
         return await self._submit(texts, is_query=True)
 
     async def embed_passages(self, texts: Sequence[str], owner: str = "") -> np.ndarray:
@@ -149,7 +157,8 @@ class EmbeddingExecutor:
                 self._file(self._inbox.get_nowait(), queries, passages)
             self._drop_abandoned(passages)
             if queries:
-                await self._run_one_batch(self._slices([queries], self.max_batch), True)
+                chars = self.max_batch_chars
+                await self._run_one_batch(self._slices([queries], self.max_batch, chars), True)
             elif passages:
                 await self._run_one_batch(self._fair_slices(passages), False)
             _prune(queries, passages)
@@ -175,14 +184,18 @@ class EmbeddingExecutor:
         fills the batch); the owner served first goes to the back of the line. Shares left
         unused stay unused: a small write's batch is then smaller, so it is done sooner."""
         share = max(1, self.max_batch // len(passages))
-        taken = self._slices(list(passages.values()), share)
+        shared = len(passages) > 1 or time.monotonic() - self._last_query_at < _QUERY_RECENT_S
+        chars = min(self.max_batch_chars, SHARED_BATCH_CHARS) if shared else self.max_batch_chars
+        taken = self._slices(list(passages.values()), share, chars)
         passages.move_to_end(next(iter(passages)))
         return taken
 
-    def _slices(self, queues: list[deque[_Job]], per_queue: int) -> list[tuple[_Job, int, int]]:
+    def _slices(
+        self, queues: list[deque[_Job]], per_queue: int, max_chars: int
+    ) -> list[tuple[_Job, int, int]]:
         """Up to ``per_queue`` texts from the head of each queue, in order: at most
-        ``max_batch`` texts and ``max_batch_chars`` characters in all (a batch is the time
-        anything else waits for the model: 32 chunks of 1,000 characters take seconds)."""
+        ``max_batch`` texts and ``max_chars`` characters in all (a batch is the time anything
+        else waits for the model: 32 chunks of 1,000 characters take seconds)."""
         texts = chars = 0
         taken: list[tuple[_Job, int, int]] = []
         for queue in queues:
@@ -191,7 +204,7 @@ class EmbeddingExecutor:
                 start = end = job.done_rows
                 while end < len(job.texts) and budget > 0 and texts < self.max_batch:
                     size = len(job.texts[end])
-                    if texts and chars + size > self.max_batch_chars:
+                    if texts and chars + size > max_chars:
                         break
                     end, budget, texts, chars = end + 1, budget - 1, texts + 1, chars + size
                 if end > start:
