@@ -71,16 +71,20 @@ async def _b_writes(runtime: Runtime, b: Principal, n: int, tag: str) -> list[fl
 
 async def _b_recalls(runtime: Runtime, b: Principal, rounds: int) -> dict[str, Any]:
     times, timeouts, degraded = [], 0, 0
+    stages: dict[str, list[float]] = {}
     for _ in range(rounds):
         for question in _QUESTIONS * 4:
             started = time.perf_counter()
             outcome = await runtime.recall.recall(b, RecallRequest(text=question, k=10, hops=2))
             times.append((time.perf_counter() - started) * 1000)
+            for stage, ms in outcome.timings_ms.items():
+                stages.setdefault(stage, []).append(ms)
             reasons = outcome.degraded_reasons
             degraded += bool(reasons)
             timeouts += sum("timed out" in r for r in reasons)
     summary = {"recalls": len(times), "stage_timeouts": timeouts, "degraded": degraded}
-    return summary | percentiles(times)
+    stage_p50 = {stage: percentiles(ms)["p50"] for stage, ms in sorted(stages.items())}
+    return summary | percentiles(times) | {"stages_p50_ms": stage_p50}
 
 
 async def _a_load(runtime: Runtime, a: Principal) -> dict[str, int]:
