@@ -105,8 +105,10 @@ async def _a_load(runtime: Runtime, a: Principal) -> dict[str, int]:
     return outcomes
 
 
-async def run_fairness(settings: Settings, model: Any) -> dict[str, Any]:
-    runtime = await Runtime.start(settings.with_overrides(reranker="none"), model)
+async def run_fairness(settings: Settings, model: Any, query_model: Any = None) -> dict[str, Any]:
+    runtime = await Runtime.start(
+        settings.with_overrides(reranker="none"), model, None, query_model
+    )
     runtime.start_workers()
     try:
         tenants = []
@@ -137,6 +139,7 @@ async def run_fairness(settings: Settings, model: Any) -> dict[str, Any]:
             "recall_p50_ratio": round(loaded["recall"]["p50"] / idle["recall"]["p50"], 2),
             "load": "tenant A: one 200 KB memory and 20 concurrent 50 KB memories",
             "embed_queue_per_tenant": settings.models.embed_queue_per_tenant,
+            "query_model": "separate" if query_model is not None else "shared",
         }
     finally:
         await runtime.close()
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from knowmind.db.embedded import EmbeddedPostgres
     from knowmind.db.migrate import upgrade
     from knowmind.logging import configure_logging
-    from knowmind.models.factory import build_embedder
+    from knowmind.models.factory import build_embedder, build_query_embedder
 
     parser = argparse.ArgumentParser(prog="python -m benchmark.fairness", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
@@ -154,14 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("json", "warning")
     args.out.mkdir(parents=True, exist_ok=True)
     base = Settings.from_env()
-    model = build_embedder(base.models.embedder, base.models.embedder_threads)
+    models = base.models
+    model = build_embedder(models.embedder, models.embedder_threads)
+    query_model = build_query_embedder(
+        models.embedder, models.embedder_threads, models.separate_query_model
+    )
     with tempfile.TemporaryDirectory(prefix="knowmind-fair-") as tmp:
         server = EmbeddedPostgres(Path(tmp) / "pgdata")
         url = server.start()
         try:
             upgrade(url, model.model_id, model.dim)
             settings = base.with_overrides(database_url=url, data_dir=Path(tmp))
-            results = asyncio.run(run_fairness(settings, model))
+            results = asyncio.run(run_fairness(settings, model, query_model))
         finally:
             server.stop()
     (args.out / "fairness.json").write_text(json.dumps(results, indent=1))

@@ -55,7 +55,7 @@ async def storage_per_1k(db: Database) -> dict[str, Any]:
 
 
 async def measure_ingest(runtime: Runtime, model: Any, n: int) -> dict[str, Any]:
-    """Passages per second of the bare model (batches of 32, as the executor runs them) vs
+    """Passages per second of the bare model (batches of 32, its best) vs
     memories per second through the batch service (the code behind ``POST
     /v1/memories/batch``, batches of 100) on the same kind of new one-chunk texts."""
     nonce = time.time_ns()

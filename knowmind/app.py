@@ -45,6 +45,7 @@ def create_app(
     settings: Settings,
     embedder: Embedder | None = None,
     embedded: EmbeddedPostgres | None = None,
+    query_embedder: Embedder | None = None,
 ) -> Litestar:
     """``settings.database.database_url`` must point at a migrated database (``knowmind serve``
     does it); ``embedded``: the embedded server it runs on, restarted if it dies."""
@@ -52,7 +53,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        runtime = await Runtime.start(settings, embedder, embedded)
+        runtime = await Runtime.start(settings, embedder, embedded, query_embedder)
         app.state.runtime = runtime
         runtime.start_supervision()
         runtime.start_loading_reranker()

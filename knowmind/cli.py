@@ -19,7 +19,7 @@ from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.logging import configure_logging
 from knowmind.models.base import Embedder
-from knowmind.models.factory import EmbedderSpecError, build_embedder
+from knowmind.models.factory import EmbedderSpecError, build_embedder, build_query_embedder
 from knowmind.services.admin import AdminService
 from knowmind.services.auth import new_admin_token
 from knowmind.services.tenant_index import TenantIndexService
@@ -80,7 +80,13 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
     with database_and_server(settings) as (settings, embedded):
         _migrate(settings, embedder)
         _print_banner(settings, generated)
-        app = create_app(settings, embedder=embedder, embedded=embedded)
+        models = settings.models
+        query_embedder = build_query_embedder(
+            models.embedder, models.embedder_threads, models.separate_query_model
+        )
+        app = create_app(
+            settings, embedder=embedder, embedded=embedded, query_embedder=query_embedder
+        )
         # uvicorn shuts down gracefully, then re-raises SIGTERM; turn that into SystemExit so
         # the embedded PostgreSQL is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit_on_signal)

