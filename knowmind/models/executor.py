@@ -53,7 +53,10 @@ class QueueFull(OverloadedError):
         scope = "the server's embedding queue" if whole else "this tenant's embedding queue"
         message = f"{scope} is full ({waiting} passages waiting); retry later"
         super().__init__(message, whole_server=whole, retry_after_s=retry_after_s)
-        self.whole = whole
+
+    @property
+    def whole(self) -> bool:
+        return self.status_code == 503
 
 
 # Texts per model call: the batch the model thread embeds at once, and its characters: whatever
@@ -85,11 +88,10 @@ class EmbeddingExecutor:
         self.embedder = embedder
         # a second instance of the model for queries, on a thread of its own: a recall's query
         # then never waits behind a passage batch (it shares the cores instead)
-        self.query_embedder = query_embedder
-        self._query_thread = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowmind-query")
-            if query_embedder is not None
-            else None
+        self._query_model = (
+            None
+            if query_embedder is None
+            else (query_embedder, ThreadPoolExecutor(1, thread_name_prefix="knowmind-query"))
         )
         self.max_batch, self.max_batch_chars = max_batch, max_batch_chars
         self._last_query_at = float("-inf")
@@ -113,13 +115,13 @@ class EmbeddingExecutor:
         return self.embedder.dim
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        self._last_query_at = time.monotonic()
-        if self.query_embedder is not None and self._query_thread is not None and texts:
+        if self._query_model is not None and texts:
+            model, thread = self._query_model
             loop = asyncio.get_running_loop()
-            vectors = await loop.run_in_executor(
-                self._query_thread, self.query_embedder.embed_queries, list(texts)
-            )
+            vectors = await loop.run_in_executor(thread, model.embed_queries, list(texts))
             return np.asarray(vectors, dtype=np.float32)
+        # queries wait for the passage batch under way: keep those short while recalls arrive
+        self._last_query_at = time.monotonic()
         return await self._submit(texts, is_query=True)
 
     async def embed_passages(self, texts: Sequence[str], owner: str = "") -> np.ndarray:
@@ -147,8 +149,8 @@ class EmbeddingExecutor:
             await asyncio.gather(self._worker, return_exceptions=True)
             self._worker = None
         self._thread.shutdown(wait=False, cancel_futures=True)
-        if self._query_thread is not None:
-            self._query_thread.shutdown(wait=False, cancel_futures=True)
+        if self._query_model is not None:
+            self._query_model[1].shutdown(wait=False, cancel_futures=True)
 
     async def _submit(self, texts: Sequence[str], *, is_query: bool, owner: str = "") -> np.ndarray:
         if not texts:
@@ -249,7 +251,7 @@ class EmbeddingExecutor:
             job.parts.append(vectors[offset : offset + (end - start)])
             offset += end - start
             job.done_rows = end
-            if not is_query:
+            if not is_query and job.owner in self._waiting:
                 self._waiting[job.owner] -= end - start
             if end == len(job.texts):
                 self._finish(job, None)
