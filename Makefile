@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint clean bench-quick bench bench-scale bench-fairness
+.PHONY: install run test lint clean bench-quick bench bench-scale bench-fairness fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ bench-fairness: $(TEST_STAMP)
 # Everything (see README for the runtime on a 2-core machine).
 bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmark --out $(BENCH_OUT)
+
+# The schema-based fuzzer against the real server, 200 examples per operation (make test runs 15).
+fuzz: $(TEST_STAMP)
+	KNOWMIND_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q tests/test_fuzz_openapi.py
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -27,6 +27,7 @@ from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
+from knowmind.api.openapi import document_statuses
 from knowmind.api.strict_body import strict_body_guard
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.logging import RequestLogMiddleware, configure_logging
@@ -64,7 +65,7 @@ def create_app(
         finally:
             await runtime.close()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             HealthController,
             AdminController,
@@ -91,3 +92,5 @@ def create_app(
         openapi_config=OpenAPIConfig(title="knowmind", version=__version__, path="/schema"),
         logging_config=None,
     )
+    document_statuses(app)
+    return app

@@ -26,8 +26,14 @@ def free_port() -> int:
 
 
 def knowmind(
-    data_dir: Path, *args: str, port: int | None = None, env_extra: dict[str, str] | None = None
+    data_dir: Path,
+    *args: str,
+    port: int | None = None,
+    env_extra: dict[str, str] | None = None,
+    log_to: Path | None = None,
 ) -> subprocess.Popen:
+    """``log_to``: stdout and stderr go to files there (a busy server would fill a pipe nobody
+    reads and stall), else to pipes for ``communicate``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMIND_")}
     env |= {
         "KNOWMIND_DATA_DIR": str(data_dir),
@@ -38,6 +44,10 @@ def knowmind(
     if port is not None:
         env["KNOWMIND_PORT"] = str(port)
     command = [sys.executable, "-m", "knowmind", *args]
+    if log_to is not None:
+        log_to.mkdir(parents=True, exist_ok=True)
+        with open(log_to / "stdout", "w") as out, open(log_to / "stderr", "w") as err:
+            return subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
     return subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -54,7 +64,8 @@ def wait_ready(base: str, process: subprocess.Popen, timeout_s: float = 90) -> N
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read()}")
+            said = process.stderr.read() if process.stderr else "(see its log file)"
+            raise AssertionError(f"server exited: {said}")
         try:
             if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
                 return

@@ -30,6 +30,7 @@ from litestar.status_codes import (
     HTTP_405_METHOD_NOT_ALLOWED,
 )
 
+from knowmind.api.openapi import jsonrpc_request_body, jsonrpc_response
 from knowmind.mcp.protocol import (
     INVALID_REQUEST,
     MCPDispatcher,
@@ -115,7 +116,19 @@ class MCPController(Controller):
     path = "/api/mcp/v1"
     tags = ["mcp"]
 
-    @post("/", status_code=HTTP_200_OK, summary="MCP message (JSON-RPC 2.0)")
+    @post(
+        "/",
+        status_code=HTTP_200_OK,
+        summary="MCP message (JSON-RPC 2.0)",
+        opt={
+            "errors": (400, 401),
+            "error_bodies": {400: "jsonrpc", 401: "jsonrpc"},
+            "also": {202: "a notification or response: accepted, no reply"},
+            "empty": (202,),
+            "request_body": jsonrpc_request_body(),
+            "response": jsonrpc_response(),
+        },
+    )
     async def message(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> Response[bytes]:

@@ -14,8 +14,8 @@ from knowmind.contract.limits import (
     K_DEFAULT,
     NO_NUL,
     Confidence,
-    Content,
     Description,
+    FilledContent,
     Hops,
     K,
     MemoryType,
@@ -97,7 +97,7 @@ class RelationIn(Struct):
 class MemoryIn(Struct):
     """Unknown keys are ignored (never guessed)."""
 
-    content: Content
+    content: FilledContent
     title: Title | None = None
     memory_type: MemoryType = "semantic"
     tags: TagList = msgspec.field(default_factory=list)
@@ -108,7 +108,7 @@ class MemoryIn(Struct):
 
 
 class SupersedeIn(Struct):
-    new_content: Content
+    new_content: FilledContent
     new_title: NonEmptyTitle | None = None
     update_reason: Reason | None = None
 
@@ -168,6 +168,11 @@ class RecallFilters(Struct):
     document_id: UUID | None = None
 
 
+def _moment(description: str) -> Meta:
+    """An RFC 3339 timestamp (one without an offset is read as UTC)."""
+    return Meta(description=description, extra_json_schema={"format": "date-time"})
+
+
 class RecallIn(Struct):
     query: Query
     k: K = K_DEFAULT
@@ -180,10 +185,8 @@ class RecallIn(Struct):
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
     fusion: Literal["weighted-rrf", "rrf", "convex"] | None = None
     explain: bool = False
-    as_of: Annotated[datetime, Meta(description="valid time: what was true then")] | None = None
-    known_at: Annotated[datetime, Meta(description="transaction time: what we knew then")] | (
-        None
-    ) = None
+    as_of: Annotated[datetime, _moment("valid time: what was true then")] | None = None
+    known_at: Annotated[datetime, _moment("transaction time: what we knew then")] | None = None
 
 
 class RecallHit(Struct):

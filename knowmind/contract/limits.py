@@ -23,6 +23,8 @@ __all__ = [
     "Confidence",
     "Content",
     "Description",
+    "FilledContent",
+    "FilledTitle",
     "Hops",
     "K",
     "MemoryType",
@@ -62,9 +64,16 @@ MAX_ALIASES = 50
 
 Text = Annotated[str, Meta(pattern=NO_NUL, description="text without NUL characters")]
 Content = Annotated[str, Meta(min_length=1, pattern=NO_NUL)]
+#: The schema's way of saying "not only whitespace": the services strip such text and refuse it.
+NOT_BLANK: dict[str, Any] = {"not": {"pattern": r"^\s*$"}}
+FilledContent = Annotated[str, Meta(min_length=1, pattern=NO_NUL, extra_json_schema=NOT_BLANK)]
 ShortText = Annotated[str, Meta(min_length=1, max_length=SHORT_TEXT_MAX_CHARS, pattern=NO_NUL)]
 Title = Annotated[str, Meta(max_length=TITLE_MAX_CHARS, pattern=NO_NUL)]
 NonEmptyTitle = Annotated[str, Meta(min_length=1, max_length=TITLE_MAX_CHARS, pattern=NO_NUL)]
+FilledTitle = Annotated[
+    str,
+    Meta(min_length=1, max_length=TITLE_MAX_CHARS, pattern=NO_NUL, extra_json_schema=NOT_BLANK),
+]
 Name = Annotated[str, Meta(min_length=1, max_length=NAME_MAX_CHARS, pattern=NO_NUL)]
 ClassName = Annotated[str, Meta(min_length=1, max_length=CLASS_MAX_CHARS, pattern=CLASS_PATTERN)]
 #: An entity class on an inline relation (REST accepts the empty string there).

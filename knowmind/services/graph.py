@@ -131,7 +131,9 @@ class GraphService:
         self, who: Principal, query: str, limit: int = 10, entity_class: str | None = None
     ) -> list[EntityRow]:
         tenant = tenant_of(who)
-        norm = _norm_or_422(query, "q")
+        norm = normalise_name(query)
+        if not norm:  # nothing a name could match
+            return []
         async with self.db.tenant_tx(tenant) as conn:
             return await entity_store.search_entities(conn, tenant, norm, limit, entity_class)
 

@@ -19,6 +19,7 @@ from knowmind.store.rows import TenantRow
 __all__ = ["AdminController"]
 
 Who = NamedDependency[Principal]
+BIGINT_MAX = 2**63 - 1  # audit ids are bigint
 
 
 def _tenant_out(row: TenantRow) -> TenantOut:
@@ -37,7 +38,7 @@ class AdminController(Controller):
     tags = ["admin"]
     opt = {"scope": SERVER_ADMIN}
 
-    @post("/tenants", status_code=HTTP_201_CREATED)
+    @post("/tenants", status_code=HTTP_201_CREATED, opt={"errors": (409,)})
     async def create_tenant(
         self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime], principal: Who
     ) -> TenantOut:
@@ -87,7 +88,7 @@ class AdminController(Controller):
         tenant_id: Annotated[UUID | None, QueryParameter(description="one tenant's")] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
         before: Annotated[
-            int | None, QueryParameter(ge=1, description="older than this id")
+            int | None, QueryParameter(ge=1, le=BIGINT_MAX, description="older than this id")
         ] = None,
     ) -> list[AuditRow]:
         """Admin and erasure actions, newest first: who (token id, server admin or the local

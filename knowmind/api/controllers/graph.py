@@ -52,7 +52,7 @@ class EntityController(Controller):
     path = "/v1/entities"
     tags = ["graph"]
 
-    @post("/", opt={"scope": "write"})
+    @post("/", opt={"scope": "write", "also": {200: "an entity of this name and class existed"}})
     async def upsert(
         self, data: JSONBody[EntityIn], runtime: Rt, principal: Who
     ) -> Response[EntityOut]:
@@ -67,7 +67,14 @@ class EntityController(Controller):
         self,
         runtime: Rt,
         principal: Who,
-        q: Annotated[str, QueryParameter(min_length=1, max_length=300)],
+        q: Annotated[
+            str,
+            QueryParameter(
+                min_length=1,
+                max_length=300,
+                description="a name or part of one (without a letter or digit it finds nothing)",
+            ),
+        ],
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         entity_class: Annotated[str | None, QueryParameter(max_length=60)] = None,
     ) -> EntitySearchOut:
@@ -93,14 +100,14 @@ class EntityController(Controller):
 class RelationController(Controller):
     tags = ["graph"]
 
-    @post("/v1/relations", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    @post("/v1/relations", opt={"scope": "write", "errors": (404,)}, status_code=HTTP_200_OK)
     async def link(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> LinkOut:
         edge, twin = await runtime.graph.link(
             principal, data.from_id, data.to_id, data.rel_type, data.confidence
         )
         return LinkOut(edge_id=edge, inverse_edge_id=twin)
 
-    @delete("/v1/relations", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    @delete("/v1/relations", opt={"scope": "write", "errors": (404,)}, status_code=HTTP_200_OK)
     async def unlink(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> UnlinkOut:
         removed = await runtime.graph.unlink(principal, data.from_id, data.to_id, data.rel_type)
         return UnlinkOut(removed=removed)
@@ -135,7 +142,7 @@ class SchemaController(Controller):
     async def catalogue(self, runtime: Rt, principal: Who) -> dict[str, object]:
         return await runtime.graph.schema(principal)
 
-    @post("/predicates", opt={"scope": "write"}, status_code=HTTP_201_CREATED)
+    @post("/predicates", opt={"scope": "write", "errors": (409,)}, status_code=HTTP_201_CREATED)
     async def extend(
         self, data: JSONBody[PredicateIn], runtime: Rt, principal: Who
     ) -> dict[str, object]:

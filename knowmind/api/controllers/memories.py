@@ -35,7 +35,13 @@ class MemoryController(Controller):
     path = "/v1/memories"
     tags = ["memories"]
 
-    @post("/", opt={"scope": "write"})
+    @post(
+        "/",
+        opt={
+            "scope": "write",
+            "also": {200: "unchanged: this content is stored already (the stored one is returned)"},
+        },
+    )
     async def remember(
         self,
         data: JSONBody[MemoryIn],
@@ -75,7 +81,11 @@ class MemoryController(Controller):
         rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor)
         return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)
 
-    @delete("/{memory_id:uuid}", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    @delete(
+        "/{memory_id:uuid}",
+        opt={"scope": "write", "also": {204: "deleted (without erase=true: no receipt)"}},
+        status_code=HTTP_200_OK,
+    )
     async def delete_memory(
         self,
         memory_id: FromPath[UUID],
@@ -90,7 +100,11 @@ class MemoryController(Controller):
         await runtime.memories.delete(principal, memory_id)
         return Response(None, status_code=HTTP_204_NO_CONTENT)
 
-    @post("/{memory_id:uuid}/supersede", opt={"scope": "write"}, status_code=HTTP_201_CREATED)
+    @post(
+        "/{memory_id:uuid}/supersede",
+        opt={"scope": "write", "errors": (409,)},
+        status_code=HTTP_201_CREATED,
+    )
     async def supersede(
         self,
         memory_id: FromPath[UUID],

@@ -1,0 +1,96 @@
+"""The schema-based fuzzer (schemathesis) against the real server over HTTP: every check it has
+(no 5xx, every status documented, responses matching their schemas, schema-valid requests
+accepted and schema-violating ones refused), with the exceptions tests/fuzz/schemathesis.toml
+states and explains. Bounded for `make test`; `make fuzz` runs it with more examples.
+
+Two passes: a tenant admin token (the tenant routes; the server-admin routes answer 403) and the
+server admin token (the server-admin routes; the tenant routes answer 403). The server runs on
+an embedded PostgreSQL of its own, so the tenants the fuzzer creates touch no other test."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.test_server_process import free_port, knowmind, stop, wait_ready
+
+pytestmark = pytest.mark.slow
+
+CONFIG = Path(__file__).parent / "fuzz" / "schemathesis.toml"
+ADMIN_TOKEN = "kmadmin_fuzzer-admin-token-for-this-test-only"
+EXAMPLES = int(os.environ.get("KNOWMIND_FUZZ_EXAMPLES", "15"))
+SEED = os.environ.get("KNOWMIND_FUZZ_SEED", "20261203")
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("fuzz")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"KNOWMIND_ADMIN_TOKEN": ADMIN_TOKEN, "KNOWMIND_RERANKER": "none"}
+    server = knowmind(root / "knowmind", "serve", port=port, env_extra=env, log_to=root / "log")
+    try:
+        wait_ready(base, server)
+        yield base
+    finally:
+        stop(server)
+        log = (root / "log" / "stderr").read_text()
+        assert "request.unhandled_error" not in log, "the server logged an unhandled error"
+
+
+def _tenant_token(base: str) -> str:
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    tenant = httpx.post(f"{base}/v1/admin/tenants", json={"name": "fuzz"}, headers=admin)
+    assert tenant.status_code == 201, tenant.text
+    token = httpx.post(
+        f"{base}/v1/admin/tenants/{tenant.json()['id']}/tokens",
+        json={"scopes": ["admin"]},
+        headers=admin,
+    )
+    assert token.status_code == 201, token.text
+    return str(token.json()["token"])
+
+
+def _fuzz(base: str, token: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        str(Path(sys.executable).parent / "st"),
+        "--config-file",
+        str(CONFIG),
+        "run",
+        f"{base}/schema/openapi.json",
+        "--header",
+        f"Authorization: Bearer {token}",
+        "--max-examples",
+        str(EXAMPLES),
+        "--seed",
+        SEED,
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--workers",
+        "1",
+        "--no-color",
+        "--generation-database",
+        "none",
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.mark.parametrize("who", ["tenant", "server-admin"])
+def test_fuzzer_finds_no_server_error_and_no_undocumented_status(live_server: str, who: str):
+    token = ADMIN_TOKEN if who == "server-admin" else _tenant_token(live_server)
+    result = _fuzz(live_server, token)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report[-12000:]
+    operations = re.search(r"Selected: (\d+)/(\d+)\s+Tested: (\d+)", report)
+    assert operations is not None, report[-3000:]
+    assert operations.group(1) == operations.group(2) == operations.group(3)  # every route
+    assert int(operations.group(3)) >= 30
+    cases = re.search(r"(\d+) generated, (\d+) passed", report)
+    assert cases is not None and cases.group(1) == cases.group(2), report[-3000:]
+    assert int(cases.group(1)) >= 20 * EXAMPLES
