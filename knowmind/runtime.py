@@ -23,7 +23,8 @@ from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
 from knowmind.services.admin import AdminService
 from knowmind.services.audit import AuditService
-from knowmind.services.documents import DocumentService
+from knowmind.services.document_jobs import DocumentIngestJob
+from knowmind.services.documents import INGEST_DOCUMENT_JOB, DocumentService
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.health import HealthService, HostFacts, WarmUp
@@ -165,11 +166,16 @@ class Runtime:
             fusion=settings.recall.recall_fusion,
         )
         graph = GraphService(db)
+        documents = DocumentService(db, executor, settings.ingest, graph)
         worker = JobWorker(
             db,
-            {EXTRACT_JOB: Extraction(db, settings.ingest.extractor_list)},
+            {
+                EXTRACT_JOB: Extraction(db, settings.ingest.extractor_list),
+                INGEST_DOCUMENT_JOB: DocumentIngestJob(documents),
+            },
             poll_seconds=settings.ingest.job_poll_seconds,
         )
+        documents.on_job_enqueued = worker.wake
         tasks: list[asyncio.Task[None]] = []
         warmup = WarmUp(executor, rerank)
         mirror = mirror_drainer(db, settings.graph)
@@ -197,9 +203,7 @@ class Runtime:
             graph=graph,
             jobs=JobService(db, settings.ingest.wait_timeout_seconds),
             job_worker=worker,
-            documents=DocumentService(
-                db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
-            ),
+            documents=documents,
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
             audit=AuditService(db),
             supervisor=DatabaseSupervisor(db, embedded),

@@ -303,6 +303,13 @@ class IngestSettings:
         default=None, metadata={"doc": "LLM extraction prompt with `__CHUNK__` (reserved)"}
     )
     job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
+    async_document_chunks: int = field(
+        default=32,
+        metadata={
+            "doc": "`POST /v1/documents` of more chunks answers 202 with a job that stores it "
+            "(`?wait=true` holds the request instead); 0: never"
+        },
+    )
     wait_timeout_seconds: float = field(
         default=30.0, metadata={"doc": "Longest `?wait=true` waits for extraction"}
     )

@@ -9,25 +9,33 @@ import msgspec
 from msgspec import Meta, Struct
 
 from knowmind.api.schemas import RelationIn
-from knowmind.contract.limits import Content, RelationCount, ShortText
-from knowmind.contract.limits import NonEmptyTitle as Title
+from knowmind.contract.limits import (
+    Content,
+    FilledContent,
+    FilledTitle,
+    RelationCount,
+    ShortText,
+)
 
 __all__ = ["DocumentIn", "DocumentOut", "KnowmindChunk", "KnowmindDocumentIn"]
 
 
 class DocumentIn(Struct):
-    content: Content
-    title: Title | None = None
+    content: FilledContent
+    title: FilledTitle | None = None
     source: ShortText | None = None
     relations: Annotated[list[RelationIn], RelationCount] = msgspec.field(default_factory=list)
     replace_document_id: UUID | None = None
 
 
 class DocumentOut(Struct):
-    id: UUID
+    """``accepted`` (202): a large document is stored by the job ``job_id`` (``id`` is null
+    until then; the job's result names it); otherwise ``job_id`` is the extraction job."""
+
+    id: UUID | None
     memory_id: UUID | None
     chunks: int
-    status: Literal["created", "replaced", "unchanged"]
+    status: Literal["created", "replaced", "unchanged", "accepted"]
     job_id: UUID | None = None
     embedded_by: str = "server"
 
@@ -41,8 +49,8 @@ class KnowmindChunk(Struct):
 class KnowmindDocumentIn(Struct, rename="camel"):
     """knowmind's ``POST /api/documents`` body (camelCase keys)."""
 
-    content: Content
-    title: Title | None = None
+    content: FilledContent
+    title: FilledTitle | None = None
     chunks: Annotated[list[KnowmindChunk], Meta(max_length=10000)] | None = None
     embedding_model: Annotated[str, Meta(max_length=200)] | None = None
     replace_document_id: UUID | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import numpy as np
@@ -18,11 +20,20 @@ from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import content_sha256
 from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import documents as document_store
+from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
 
-__all__ = ["ClientChunk", "DocumentDraft", "DocumentResult", "DocumentService"]
+__all__ = [
+    "INGEST_DOCUMENT_JOB",
+    "ClientChunk",
+    "DocumentDraft",
+    "DocumentResult",
+    "DocumentService",
+    "document_payload",
+]
 
 DOCUMENT_MEMORY_TYPE = "reference"
+INGEST_DOCUMENT_JOB = "ingest_document"  # handled by services.document_jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +55,35 @@ class DocumentDraft:
 
 @dataclass(frozen=True, slots=True)
 class DocumentResult:
-    id: UUID
+    id: UUID | None  # None while "accepted": the job's result names the document
     memory_id: UUID | None
     chunks: int
-    status: str  # "created" | "replaced" | "unchanged"
-    job_id: UUID | None = None
+    status: str  # "created" | "replaced" | "unchanged" | "accepted" (stored by a job)
+    job_id: UUID | None = None  # extraction, or for "accepted" the job that stores it
     embedded_by: str = "server"  # or "client": the client's chunk embeddings were used
 
 
+def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
+    """A server-embedded draft as the payload of an ``INGEST_DOCUMENT_JOB``."""
+    replace = draft.replace_document_id
+    return {
+        "title": draft.title,
+        "content": draft.content,
+        "source": draft.source,
+        "relations": [dataclasses.asdict(r) for r in draft.relations],
+        "replace_document_id": str(replace) if replace else None,
+        "language": language,
+    }
+
+
 class DocumentService(MemoryWriter):
-    async def upload(self, who: Principal, draft: DocumentDraft) -> DocumentResult:
+    async def upload(
+        self, who: Principal, draft: DocumentDraft, *, background: bool = False
+    ) -> DocumentResult:
         """Store a document; a document with the same title (or ``replace_document_id``) is
-        replaced atomically and keeps its id."""
+        replaced atomically and keeps its id. ``background``: a document of more than
+        ``ingest.async_document_chunks`` chunks is only checked and handed to a job
+        (``accepted``); the job stores it as this call would have."""
         tenant = tenant_of(who)
         if not draft.content.strip():
             raise InvalidInputError("content", "must not be empty")
@@ -63,10 +91,18 @@ class DocumentService(MemoryWriter):
             raise InvalidInputError("title", "must not be blank")
         title = (draft.title or _title_from(draft.content)).strip()
         norm_title = normalise_name(title) or title.lower()
+        if background and not self._client_embedded(draft):
+            contents = self._server_chunks(draft)
+            if 0 < self.ingest.async_document_chunks < len(contents):
+                return await self._accept(who, draft, norm_title, len(contents))
         sha = content_sha256(draft.content)
+        async with self.db.tenant_tx(tenant) as conn:  # stored already: nothing to embed
+            unchanged = await self._unchanged(conn, tenant, draft, norm_title, title, sha)
+        if unchanged is not None:
+            return unchanged
         contents, embeddings, embedded_by = await self._chunks(draft, title, str(tenant))
         async with self.db.tenant_tx(tenant, write=True) as conn:
-            existing = await self._existing(conn, tenant, draft, norm_title)
+            existing = await self._existing(conn, tenant, draft, norm_title, lock=True)
             if existing and existing.content_sha256 == sha and existing.title == title:
                 ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
                 return DocumentResult(existing.id, ids[0] if ids else None, 0, "unchanged")
@@ -98,12 +134,34 @@ class DocumentService(MemoryWriter):
             document_id, stored.id, stored.chunks, status, stored.job_id, embedded_by
         )
 
+    async def _unchanged(
+        self,
+        conn: AsyncConnection,
+        tenant: UUID,
+        draft: DocumentDraft,
+        norm_title: str,
+        title: str,
+        sha: bytes,
+    ) -> DocumentResult | None:
+        """The stored document, when it has this title and content already."""
+        existing = await self._existing(conn, tenant, draft, norm_title, lock=False)
+        if existing is None or existing.content_sha256 != sha or existing.title != title:
+            return None
+        ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
+        return DocumentResult(existing.id, ids[0] if ids else None, 0, "unchanged")
+
     async def _existing(
-        self, conn: AsyncConnection, tenant: UUID, draft: DocumentDraft, norm_title: str
+        self,
+        conn: AsyncConnection,
+        tenant: UUID,
+        draft: DocumentDraft,
+        norm_title: str,
+        *,
+        lock: bool,
     ) -> document_store.DocumentRow | None:
         if draft.replace_document_id is not None:
             found = await document_store.find_document(
-                conn, tenant, document_id=draft.replace_document_id, lock=True
+                conn, tenant, document_id=draft.replace_document_id, lock=lock
             )
             if found is None:
                 raise NotFoundError(f"replace_document_id: no document {draft.replace_document_id}")
@@ -114,7 +172,7 @@ class DocumentService(MemoryWriter):
                     field="title",
                 )
             return found
-        return await document_store.find_document(conn, tenant, norm_title=norm_title, lock=True)
+        return await document_store.find_document(conn, tenant, norm_title=norm_title, lock=lock)
 
     async def _claim(
         self,
@@ -154,24 +212,43 @@ class DocumentService(MemoryWriter):
         )
         return existing.id
 
+    async def _accept(
+        self, who: Principal, draft: DocumentDraft, norm_title: str, chunks: int
+    ) -> DocumentResult:
+        """Hand the document to a job, after the checks a client should hear at once."""
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant, write=True) as conn:
+            if draft.replace_document_id is not None:
+                await self._existing(conn, tenant, draft, norm_title, lock=False)  # 404, 409
+            payload = document_payload(draft, who.language)
+            job_id = await job_store.enqueue_job(conn, tenant, INGEST_DOCUMENT_JOB, payload)
+        self.on_job_enqueued()
+        return DocumentResult(None, None, chunks, "accepted", job_id)
+
+    def _client_embedded(self, draft: DocumentDraft) -> bool:
+        """Whether the client's chunk embeddings are usable: our model and dimension."""
+        return bool(
+            draft.chunks
+            and draft.embedding_model == self.embedder.model_id
+            and all(len(c.embedding) == self.embedder.dim for c in draft.chunks)
+        )
+
+    def _server_chunks(self, draft: DocumentDraft) -> list[str]:
+        return chunk_markdown(
+            draft.content, self.ingest.chunk_target_chars, self.ingest.chunk_overlap_chars
+        ) or [draft.content.strip()]
+
     async def _chunks(
         self, draft: DocumentDraft, title: str, owner: str
     ) -> tuple[list[str], np.ndarray, str]:
         """Client chunks with their embeddings when they were made with our model and
         dimension; otherwise the server chunks the Markdown and embeds (``owner``: the tenant,
         for its turn in the embedding queue)."""
-        usable = (
-            draft.chunks
-            and draft.embedding_model == self.embedder.model_id
-            and all(len(c.embedding) == self.embedder.dim for c in draft.chunks)
-        )
-        if usable:
+        if self._client_embedded(draft):
             vectors = np.asarray([c.embedding for c in draft.chunks], dtype=np.float32)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return [c.content for c in draft.chunks], vectors / np.maximum(norms, 1e-12), "client"
-        contents = chunk_markdown(
-            draft.content, self.ingest.chunk_target_chars, self.ingest.chunk_overlap_chars
-        ) or [draft.content.strip()]
+        contents = self._server_chunks(draft)
         texts = [passage_text(title, c) for c in contents]
         return contents, await self.embedder.embed_passages(texts, owner), "server"
 

@@ -9,7 +9,12 @@ import msgspec
 from litestar import Controller, Request, Response, delete, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
-from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
+from litestar.status_codes import (
+    HTTP_200_OK,
+    HTTP_201_CREATED,
+    HTTP_202_ACCEPTED,
+    HTTP_204_NO_CONTENT,
+)
 
 from knowmind.api.document_schemas import DocumentIn, DocumentOut, KnowmindDocumentIn
 from knowmind.api.errors import error_response, exception_handlers
@@ -24,21 +29,41 @@ Rt = NamedDependency[Runtime]
 Who = NamedDependency[Principal]
 
 
+_STATUS = {"created": HTTP_201_CREATED, "accepted": HTTP_202_ACCEPTED}
+
+
 def document_out(result: DocumentResult) -> Response[DocumentOut]:
     body = DocumentOut(**document_result(result), embedded_by=result.embedded_by)
-    return Response(body, status_code=HTTP_201_CREATED if result.status == "created" else 200)
+    return Response(body, status_code=_STATUS.get(result.status, HTTP_200_OK))
 
 
 class DocumentController(Controller):
     path = "/v1/documents"
     tags = ["documents"]
 
-    @post("/", opt={"scope": "write"})
+    @post(
+        "/",
+        opt={
+            "scope": "write",
+            "errors": (404, 409),
+            "also": {
+                200: "replaced, or unchanged: this content is stored already",
+                202: "accepted: a large document, stored by the job `job_id` (poll it)",
+            },
+        },
+    )
     async def upload(
-        self, data: JSONBody[DocumentIn], runtime: Rt, principal: Who
+        self,
+        data: JSONBody[DocumentIn],
+        runtime: Rt,
+        principal: Who,
+        wait: Annotated[
+            bool, QueryParameter(description="store a large document before answering")
+        ] = False,
     ) -> Response[DocumentOut]:
         """Store a document (Markdown or text); the same title replaces the old version,
-        which keeps its document id."""
+        which keeps its document id. A large one is stored in the background (202 and a
+        job to poll) unless ``?wait=true``."""
         draft = DocumentDraft(
             content=data.content,
             title=data.title,
@@ -46,9 +71,13 @@ class DocumentController(Controller):
             replace_document_id=data.replace_document_id,
             relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
         )
-        return document_out(await runtime.documents.upload(principal, draft))
+        return document_out(await runtime.documents.upload(principal, draft, background=not wait))
 
-    @delete("/{document_id:uuid}", opt={"scope": "write"}, status_code=HTTP_200_OK)
+    @delete(
+        "/{document_id:uuid}",
+        opt={"scope": "write", "also": {204: "deleted (without erase=true: no receipt)"}},
+        status_code=HTTP_200_OK,
+    )
     async def remove(
         self,
         document_id: FromPath[UUID],
@@ -75,7 +104,15 @@ class KnowmindUploadController(Controller):
     # Override every app-level handler (Litestar picks the most specific class across layers).
     exception_handlers = {kind: _knowmind_error for kind in exception_handlers}
 
-    @post("/", opt={"scope": "write"})
+    @post(
+        "/",
+        opt={
+            "scope": "write",
+            "errors": (404, 409),
+            "also": {200: "unchanged: this content is stored already"},
+            "error_body": "knowmind",
+        },
+    )
     async def upload(
         self, data: JSONBody[KnowmindDocumentIn], runtime: Rt, principal: Who
     ) -> Response[dict[str, Any]]:
