@@ -184,3 +184,25 @@ async def test_a_live_workers_job_stays_its_own_and_a_dead_ones_is_taken_over(db
     await asyncio.sleep(1.2)
     release.set()
     assert await other.run_once() == 1
+
+
+async def test_tenants_take_turns_at_the_job_worker(db):
+    """Twenty jobs of one tenant queued first do not hold back another tenant's one: a claim
+    takes each tenant's oldest due job before anyone's second."""
+    from knowmind.store import jobs as job_store
+    from knowmind.store.tenants import create_tenant
+
+    kind = f"fairness-{uuid.uuid4().hex[:8]}"  # a kind no other worker claims
+    async with db.owner_tx() as conn:
+        busy = (await create_tenant(conn, f"busy-{uuid.uuid4().hex[:8]}", "german", "m", 384)).id
+        quiet = (await create_tenant(conn, f"quiet-{uuid.uuid4().hex[:8]}", "german", "m", 384)).id
+    for n in range(20):  # one transaction each: run_after (now()) orders them
+        async with db.owner_tx() as conn:
+            await job_store.enqueue_job(conn, busy, kind, {"n": n})
+    async with db.owner_tx() as conn:
+        late = await job_store.enqueue_job(conn, quiet, kind, {"n": 0})
+    async with db.owner_tx() as conn:
+        claimed = await job_store.claim_jobs(conn, [kind], 4, 30)
+    assert len(claimed) == 4
+    assert late in {job.id for job in claimed}
+    assert sorted(job.payload["n"] for job in claimed if job.tenant_id == busy) == [0, 1, 2]

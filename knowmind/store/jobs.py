@@ -69,15 +69,21 @@ async def get_job(conn: AsyncConnection, tenant_id: UUID, job_id: UUID) -> JobRo
 async def claim_jobs(
     conn: AsyncConnection, kinds: list[str], limit: int, lease_seconds: int
 ) -> list[JobRow]:
-    """Take due jobs of the given kinds (and jobs whose worker died: lease expired)."""
+    """Take due jobs of the given kinds (and jobs whose worker died: lease expired), the
+    tenants taking turns: each tenant's oldest due job first, then each one's second, ... so a
+    tenant with a thousand jobs queued does not hold back another tenant's one."""
     rows = await conn.execute(
         text(
             "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
             "locked_until = now() + make_interval(secs => :lease) "
-            "WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM jobs WHERE kind = ANY(:kinds) "
-            "AND ((status = 'pending' AND run_after <= now()) OR "
-            "(status = 'running' AND locked_until < now())) "
-            "ORDER BY run_after LIMIT :limit FOR UPDATE SKIP LOCKED) "
+            "WHERE (tenant_id, id) IN (SELECT j.tenant_id, j.id FROM jobs j JOIN ("
+            " SELECT tenant_id, id, run_after, row_number() OVER"
+            " (PARTITION BY tenant_id ORDER BY run_after, id) AS turn"
+            " FROM jobs WHERE kind = ANY(:kinds)"
+            " AND ((status = 'pending' AND run_after <= now()) OR"
+            " (status = 'running' AND locked_until < now()))"
+            ") AS due ON due.tenant_id = j.tenant_id AND due.id = j.id"
+            " ORDER BY due.turn, due.run_after LIMIT :limit FOR UPDATE OF j SKIP LOCKED) "
             f"RETURNING {_COLUMNS}"
         ),
         {"limit": limit, "lease": lease_seconds, "kinds": kinds},
