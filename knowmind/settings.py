@@ -163,8 +163,12 @@ class ModelSettings:
         metadata={"doc": "Passages that may wait in all; a write beyond is refused with 503"},
     )
     reranker: str = field(
-        default="flag:BAAI/bge-reranker-v2-m3",
-        metadata={"doc": "`none`, `flag:<model>` or `cross-encoder:<model>` (offline weights)"},
+        default="auto",
+        metadata={
+            "doc": "`auto` (bge-reranker-v2-m3 when its weights are on this machine, else off, "
+            "as `/v1/capabilities` says), `none`, `flag:<model>` or `cross-encoder:<model>` "
+            "(offline weights; a named one that cannot load marks recalls degraded)"
+        },
     )
     rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
     rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})

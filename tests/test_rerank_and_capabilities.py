@@ -113,3 +113,40 @@ async def test_capabilities_on_a_host_without_reranker_weights(settings, embedde
         assert body["degraded"] is True
         assert any("BAAI/bge-reranker-v2-m3" in r for r in body["degraded_reasons"])
         assert body["results"][0]["rerank_score"] is None
+
+
+async def test_auto_reranker_without_weights_is_off_and_no_degradation(settings, embedder):
+    """`auto` (the default) on a host without the reranker's weights: off, said so in the
+    capabilities, and a recall is not degraded for it unless the request asks to rerank."""
+    from knowmind.recall.rerank import RerankStep
+
+    step = RerankStep("auto", auto_spec="flag:/nonexistent/reranker-weights")
+    await step.load(1)
+    status = step.status()
+    assert status.configured is False and status.active is False
+    assert status.reason is not None and status.reason.startswith("auto: off")
+    hits = ["placeholder"]  # apply only looks at the hits when it reranks
+    order, scores, reason = await step.apply("frage", hits, None)  # type: ignore[arg-type]
+    assert (order, scores, reason) == ([0], None, None)
+    _, _, asked = await step.apply("frage", hits, True)  # type: ignore[arg-type]
+    assert asked is not None and asked.startswith("not reranked: auto: off")
+
+    app = create_app(settings.with_overrides(reranker="auto"), embedder=embedder)
+    async with AsyncTestClient(app=app) as client:
+        caps = await wait_until_loaded(client)
+        if caps["reranker"]["active"]:  # the weights are on this machine: auto is on
+            return
+        assert caps["reranker"]["configured"] is False
+        assert caps["reranker"]["reason"].startswith("auto: off")
+        tenant = await make_tenant(client)
+        await remember(client, tenant)
+        body = (
+            await client.post("/v1/recall", json={"query": "Kantine"}, headers=tenant.read)
+        ).json()
+        assert body["degraded"] is False, body["degraded_reasons"]
+        asked = (
+            await client.post(
+                "/v1/recall", json={"query": "Kantine", "rerank": True}, headers=tenant.read
+            )
+        ).json()
+        assert asked["degraded"] is True and "auto: off" in asked["degraded_reasons"][0]

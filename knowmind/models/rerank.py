@@ -15,6 +15,8 @@ from typing import Protocol
 from knowmind.models.base import split_spec
 
 __all__ = [
+    "AUTO",
+    "AUTO_RERANKER",
     "RERANKERS",
     "LoadedReranker",
     "Reranker",
@@ -90,15 +92,23 @@ class LoadedReranker:
 def parse_spec(spec: str) -> tuple[str, str] | None:
     if spec == "none":
         return None
+    if spec == AUTO:
+        spec = AUTO_RERANKER
     parsed = split_spec(spec, dict.fromkeys(RERANKERS, True))
     if parsed is None:
-        expected = "'none', 'flag:<model>' or 'cross-encoder:<model>'"
+        expected = "'none', 'auto', 'flag:<model>' or 'cross-encoder:<model>'"
         raise RerankerSpecError(f"KNOWMIND_RERANKER={spec!r}: expected {expected}")
     return parsed
 
 
+#: ``auto``: this reranker when its weights are on the machine, else none (and said so)
+AUTO = "auto"
+AUTO_RERANKER = "flag:BAAI/bge-reranker-v2-m3"
+
+
 def check_reranker_spec(spec: str) -> None:
-    """Raise :class:`RerankerSpecError` unless ``spec`` is ``none`` or a registered reranker."""
+    """Raise :class:`RerankerSpecError` unless ``spec`` is ``none``, ``auto`` or a registered
+    reranker."""
     parse_spec(spec)
 
 

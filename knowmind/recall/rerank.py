@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 import structlog
 
-from knowmind.models.rerank import LoadedReranker, load_reranker, parse_spec
+from knowmind.models.rerank import (
+    AUTO,
+    AUTO_RERANKER,
+    LoadedReranker,
+    load_reranker,
+    parse_spec,
+)
 from knowmind.store.rows import ChunkHit
 
 __all__ = ["RerankStatus", "RerankStep"]
@@ -39,8 +45,12 @@ class RerankStep:
         timeout_s: float = 3.0,
         loaded: LoadedReranker | None = None,
         thread: ThreadPoolExecutor | None = None,
+        auto_spec: str = AUTO_RERANKER,
     ) -> None:
-        self.spec = spec
+        # "auto": the default reranker if its weights are here, else off (not a degradation)
+        self.auto = spec == AUTO
+        self.spec = auto_spec if self.auto else spec
+        self._auto_off = False
         self.loaded = loaded  # None while the model is still loading
         self.candidates = candidates
         self.timeout_s = timeout_s
@@ -51,12 +61,18 @@ class RerankStep:
 
     @property
     def configured(self) -> bool:
-        return self.spec != "none"
+        return self.spec != "none" and not self._auto_off
 
     async def load(self, threads: int) -> None:
-        """Load the cross-encoder (seconds, torch) in a thread; failures become the reason."""
-        self.loaded = await asyncio.to_thread(load_reranker, self.spec, threads)
-        log.info("reranker.loaded", active=self.loaded.active, reason=self.loaded.reason)
+        """Load the cross-encoder (seconds, torch) in a thread; failures become the reason.
+        Under ``auto`` a reranker that cannot load is switched off: recalls are then not
+        reranked unless a request asks (and that request is told it was not)."""
+        loaded = await asyncio.to_thread(load_reranker, self.spec, threads)
+        if self.auto and not loaded.active:
+            self._auto_off = True
+            loaded = LoadedReranker(loaded.spec, None, f"auto: off ({loaded.reason})")
+        self.loaded = loaded
+        log.info("reranker.loaded", active=loaded.active, auto=self.auto, reason=loaded.reason)
 
     def status(self) -> RerankStatus:
         parsed = parse_spec(self.spec)
