@@ -109,24 +109,41 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 def _print_banner(settings: Settings, generated_token: str | None) -> None:
+    """Where the server listens and lines that work when pasted into a shell."""
     base = f"http://{settings.server.host}:{settings.server.port}"
     lines = [f"knowmind listening on {base}  (OpenAPI: {base}/schema)"]
     if generated_token:
         lines.append(f"admin token (shown once, saved to {settings.server.admin_token_file}):")
         lines.append(f"  {generated_token}")
-    elif not os.environ.get("KNOWMIND_ADMIN_TOKEN"):
-        lines.append(f"admin token: in {settings.server.admin_token_file}")
-    lines.append("get a tenant token:")
-    lines.append(
-        f"  curl -s -X POST {base}/v1/admin/tenants -H 'Authorization: Bearer $ADMIN' "
-        "-H 'Content-Type: application/json' -d '{\"name\": \"acme\"}'"
-    )
-    lines.append(
-        f"  curl -s -X POST {base}/v1/admin/tenants/<id>/tokens "
-        "-H 'Authorization: Bearer $ADMIN' -H 'Content-Type: application/json' "
-        '-d \'{"scopes": ["read", "write"]}\''
-    )
+    lines.append("get a tenant token (paste into a shell):")
+    lines.extend("  " + line for line in admin_walkthrough(settings, base))
     print("\n".join(lines), flush=True)
+
+
+def admin_walkthrough(settings: Settings, base: str) -> list[str]:
+    """Shell lines that create a tenant and a read/write token for it."""
+    if os.environ.get("KNOWMIND_ADMIN_TOKEN"):
+        admin = 'ADMIN="$KNOWMIND_ADMIN_TOKEN"'
+    else:
+        admin = f"ADMIN=$(cat '{settings.server.admin_token_file}')"
+    as_admin = '-H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json"'
+    field = "python3 -c 'import sys, json; print(json.load(sys.stdin)[\"{}\"])'"
+    return [
+        admin,
+        f"TENANT=$(curl -s -X POST {base}/v1/admin/tenants {as_admin} "
+        f'-d \'{{"name": "demo"}}\' | {field.format("id")})',
+        f"TOKEN=$(curl -s -X POST {base}/v1/admin/tenants/$TENANT/tokens {as_admin} "
+        f'-d \'{{"scopes": ["read", "write"]}}\' | {field.format("token")})',
+        'echo "tenant $TENANT token $TOKEN"',
+    ]
+
+
+def cmd_admin_token(settings: Settings, _: argparse.Namespace) -> int:
+    """Print the server admin token (KNOWMIND_ADMIN_TOKEN, else the data dir's file, which is
+    created as ``serve`` would): ``ADMIN=$(knowmind admin-token)``."""
+    settings, _generated = ensure_admin_token(settings)
+    print(settings.server.admin_token)
+    return 0
 
 
 def _migrate(settings: Settings, embedder: Embedder) -> None:
@@ -371,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="migrate and start the HTTP server").set_defaults(fn=cmd_serve)
     sub.add_parser("migrate", help="migrate the schema to head").set_defaults(fn=cmd_migrate)
+    sub.add_parser(
+        "admin-token", help="print the server admin token (made if there is none yet)"
+    ).set_defaults(fn=cmd_admin_token)
     tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
         dest="action", required=True
     )

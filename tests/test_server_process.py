@@ -4,6 +4,8 @@ the README walkthrough, a restart that keeps the data, and logs free of secrets 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -189,3 +191,58 @@ def test_jobs_left_by_a_server_are_done_by_knowmind_worker(tmp_path):
         assert job["status"] == "done" and job["result"]["ner"] >= 2
     finally:
         stop(server)
+
+
+def _readme_walkthrough() -> str:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Walkthrough (curl)", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("data_dir_set", [True, False])
+def test_readme_walkthrough_and_banner_lines_work_as_written(tmp_path, data_dir_set):
+    """The README's curl walkthrough and the start banner's lines, run by bash as a newcomer
+    would paste them, with and without KNOWMIND_DATA_DIR (then the default data dir, here
+    under a HOME of the test's own)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    home = tmp_path / "home"
+    home.mkdir()
+    data_dir = tmp_path / "knowmind"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMIND_")}
+    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share")}
+    if data_dir_set:
+        env["KNOWMIND_DATA_DIR"] = str(data_dir)
+    default_dir = Path("/var/lib/knowmind") if os.geteuid() == 0 else None  # root's default
+    made_default = default_dir is not None and not data_dir_set and not default_dir.exists()
+    env |= {"KNOWMIND_PORT": str(port), "KNOWMIND_RERANKER": "none", "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "knowmind", "serve"], env=env, stdout=out, stderr=err
+        )
+    try:
+        wait_ready(base, server)
+        banner = (tmp_path / "out").read_text()
+        pasted = banner.split("get a tenant token (paste into a shell):\n", 1)[1]
+        knowmind_cli = f"{sys.executable} -m knowmind"
+        script = _readme_walkthrough().replace("http://127.0.0.1:8080", base)
+        script = script.replace(".venv/bin/knowmind", knowmind_cli)
+        for name, text in (("banner", pasted), ("readme", script)):
+            ran = subprocess.run(
+                ["bash", "-e", "-o", "pipefail", "-c", text],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert ran.returncode == 0, f"{name}: {ran.stdout}\n{ran.stderr}"
+            if name == "banner":
+                assert re.search(r"tenant [0-9a-f-]{36} token kmt_\S+", ran.stdout), ran.stdout
+            else:
+                assert '"status":"created"' in ran.stdout.replace(" ", "")
+                assert "Anna Schmidt" in ran.stdout and "web-01" in ran.stdout
+    finally:
+        stop(server)
+        if made_default and default_dir is not None:
+            shutil.rmtree(default_dir, ignore_errors=True)  # leave the machine as it was
