@@ -85,17 +85,40 @@ async def test_knowmind_upload_uses_client_embeddings_only_when_they_fit(client,
     )
     assert used.status_code == 201, used.text
     assert used.json()["embeddedBy"] == "client" and used.json()["chunks"] == 1
+    assert used.json()["embeddingProvider"] == "client" and used.json()["chunksWritten"] == 1
+    assert used.json()["embeddingNote"] is None and used.json()["unchanged"] is False
     other_model = await client.post(
         "/api/documents",
         json={
             "title": "Kantine 2",
             "content": text_,
-            "embeddingModel": "openai/ada-002",
-            "chunks": [{"content": text_, "embedding": [0.1] * 1536}],
+            "embeddingModel": "Xenova/multilingual-e5-large",  # the client's default: 1024-d
+            "chunks": [{"content": text_, "embedding": [0.1] * 1024}],
         },
         headers=tenant.write,
     )
-    assert other_model.json()["embeddedBy"] == "server"
+    refused = other_model.json()
+    assert refused["embeddedBy"] == refused["embeddingProvider"] == "server"
+    assert "Xenova/multilingual-e5-large" in refused["embeddingNote"]  # said, never silent
+    assert embedder.model_id in refused["embeddingNote"]
+    same_again = await client.post(
+        "/api/documents",
+        json={"title": "Kantine 2", "content": text_},
+        headers=tenant.write,
+    )
+    assert same_again.json()["unchanged"] is True and same_again.json()["duplicate"] is True
+    # an export of this server's model under another name is the same model
+    export = await client.post(
+        "/api/documents",
+        json={
+            "title": "Kantine 3",
+            "content": text_ + " Auch samstags.",
+            "embeddingModel": "Xenova/multilingual-e5-small",
+            "chunks": [{"content": text_, "embedding": vector}],
+        },
+        headers=tenant.write,
+    )
+    assert export.json()["embeddingProvider"] == "client", export.text
     replaced = await client.post(
         "/api/documents",
         json={
@@ -185,7 +208,7 @@ async def test_stats_and_health_detail(client, tenant):
     assert health["postgres"]["status"] == "ok"
     assert health["embedder"]["status"] == "ok"
     assert health["graph_mirror"] == {"status": "disabled"}
-    assert health["reranker"] == {"status": "disabled"}
+    assert health["reranker"]["status"] == "disabled"  # with the reason
     assert health["job_worker"]["status"] == "ok"
 
 

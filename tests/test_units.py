@@ -72,8 +72,10 @@ def test_dedupe_keeps_first_occurrence():
 def test_tokens_carry_their_tenant():
     tenant = uuid.uuid4()
     token = new_token(tenant)
+    assert token.startswith("kmt_")  # the form knowmind's clients accept
     assert parse_token(token) == tenant
     assert new_token(tenant) != token
+    assert parse_token("km_" + token.removeprefix("kmt_")) == tenant  # issued before: still valid
     for bad in ("", "km_x_y", "km_" + tenant.hex, f"xx_{tenant.hex}_{'a' * 40}", "kmadmin_abc"):
         assert parse_token(bad) is None
 

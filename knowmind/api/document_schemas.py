@@ -38,6 +38,7 @@ class DocumentOut(Struct):
     status: Literal["created", "replaced", "unchanged", "accepted"]
     job_id: UUID | None = None
     embedded_by: str = "server"
+    embedding_note: str | None = None
 
 
 class KnowmindChunk(Struct):

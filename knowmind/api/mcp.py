@@ -30,14 +30,17 @@ from litestar.status_codes import (
     HTTP_405_METHOD_NOT_ALLOWED,
 )
 
+from knowmind import __version__
 from knowmind.api.openapi import jsonrpc_request_body, jsonrpc_response
 from knowmind.mcp.protocol import (
     INVALID_REQUEST,
+    PROTOCOL_VERSION,
     MCPDispatcher,
     ProtocolError,
     error_reply,
     parse_message,
 )
+from knowmind.mcp.tools import listed_tools
 from knowmind.runtime import Runtime
 from knowmind.services.auth import authenticate, bearer_token
 
@@ -158,10 +161,21 @@ class MCPController(Controller):
             return Response(b"", status_code=HTTP_202_ACCEPTED)
         return _reply(reply, wants_event_stream(request.headers.get("accept")))
 
-    @get("/", status_code=HTTP_405_METHOD_NOT_ALLOWED, include_in_schema=False)
-    async def no_stream(self) -> Response[bytes]:
-        """No server-initiated messages: there is no stream to open."""
-        return _method_not_allowed()
+    @get("/", status_code=HTTP_200_OK, include_in_schema=False)
+    async def discovery(self, request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Public discovery for ``Accept: application/json`` (knowmind's clients read the
+        server's name, version, protocol version and tools without a token). Otherwise MCP's
+        GET, the stream of server-initiated messages: there is none, 405."""
+        accept = (request.headers.get("accept") or "").lower()
+        if "application/json" not in accept or "text/event-stream" in accept:
+            return _method_not_allowed()
+        body = {
+            "name": "knowmind",
+            "version": __version__,
+            "protocolVersion": PROTOCOL_VERSION,
+            "tools": listed_tools(),
+        }
+        return _json_response(body)
 
     @route(
         "/",

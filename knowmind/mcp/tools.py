@@ -14,10 +14,10 @@ from knowmind.services.auth import Principal
 from knowmind.services.documents import DocumentDraft
 from knowmind.services.memories import MemoryDraft
 from knowmind.services.outputs import (
+    client_recall_result,
     document_result,
     inline_relations,
     memory_preview,
-    recall_result,
     remembered,
 )
 from knowmind.store.search import MemoryFilters
@@ -37,7 +37,7 @@ class Tool:
 async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
     request = RecallRequest(text=a["query"], k=a["k"], hops=a["hops"])
     outcome = await rt.recall.recall(who, request)
-    return recall_result(outcome, with_stages=False)
+    return client_recall_result(outcome)
 
 
 async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
@@ -45,7 +45,7 @@ async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     as_of: datetime | None = a.get("as_of")
     request = RecallRequest(text=a["query"], k=a["k"], filters=MemoryFilters(as_of=as_of))
     outcome = await rt.recall.recall(who, request)
-    return {"as_of": as_of or datetime.now(UTC), **recall_result(outcome, with_stages=False)}
+    return {"as_of": as_of or datetime.now(UTC), **client_recall_result(outcome)}
 
 
 async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
@@ -135,7 +135,7 @@ async def get_stats(rt: Runtime, who: Principal, a: Args) -> Args:
 
 
 async def get_health(rt: Runtime, who: Principal, a: Args) -> Args:
-    return await rt.health.health_detail()
+    return await rt.health.health_detail(who.tenant_id)
 
 
 async def get_schema(rt: Runtime, who: Principal, a: Args) -> Args:

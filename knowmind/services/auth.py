@@ -27,7 +27,10 @@ __all__ = [
 SCOPES = ("read", "write", "admin")
 #: The scope of endpoints only the server admin token may call (tenant management).
 SERVER_ADMIN = "server_admin"
-TOKEN_PREFIX = "km"
+# New tokens start "kmt_", as knowmind's clients expect (its CLI refuses any other); tokens
+# issued before with "km_" keep working.
+TOKEN_PREFIX = "kmt"
+TOKEN_PREFIXES = frozenset({"kmt", "km"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +89,13 @@ def hash_token(token: str) -> bytes:
 
 
 def new_token(tenant_id: UUID) -> str:
-    """``km_<tenant hex>_<secret>``: the tenant part lets lookups stay within one tenant."""
+    """``kmt_<tenant hex>_<secret>``: the tenant part lets lookups stay within one tenant."""
     return f"{TOKEN_PREFIX}_{tenant_id.hex}_{secrets.token_urlsafe(32)}"
 
 
 def parse_token(token: str) -> UUID | None:
     parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or len(parts[2]) < 16:
+    if len(parts) != 3 or parts[0] not in TOKEN_PREFIXES or len(parts[2]) < 16:
         return None
     try:
         return UUID(hex=parts[1])

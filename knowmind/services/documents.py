@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
@@ -15,6 +16,7 @@ from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.markdown import chunk_markdown
 from knowmind.ingest.pipeline import passage_text
 from knowmind.linking.names import normalise_name
+from knowmind.models.aliases import canonical_model
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import content_sha256
@@ -31,6 +33,8 @@ __all__ = [
     "DocumentService",
     "document_payload",
 ]
+
+log = structlog.get_logger(__name__)
 
 DOCUMENT_MEMORY_TYPE = "reference"
 INGEST_DOCUMENT_JOB = "ingest_document"  # handled by services.document_jobs
@@ -61,6 +65,8 @@ class DocumentResult:
     status: str  # "created" | "replaced" | "unchanged" | "accepted" (stored by a job)
     job_id: UUID | None = None  # extraction, or for "accepted" the job that stores it
     embedded_by: str = "server"  # or "client": the client's chunk embeddings were used
+    # why client chunk embeddings were not used (the server embedded instead); None otherwise
+    embedding_note: str | None = None
 
 
 def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
@@ -130,8 +136,11 @@ class DocumentService(MemoryWriter):
             assert stored is not None  # document memories are not deduplicated by sha
         self.on_job_enqueued()
         status = "replaced" if existing else "created"
+        note = self._refusal(draft)
+        if note:
+            log.info("documents.client_embeddings_refused", reason=note)
         return DocumentResult(
-            document_id, stored.id, stored.chunks, status, stored.job_id, embedded_by
+            document_id, stored.id, stored.chunks, status, stored.job_id, embedded_by, note
         )
 
     async def _unchanged(
@@ -227,11 +236,27 @@ class DocumentService(MemoryWriter):
 
     def _client_embedded(self, draft: DocumentDraft) -> bool:
         """Whether the client's chunk embeddings are usable: our model and dimension."""
-        return bool(
-            draft.chunks
-            and draft.embedding_model == self.embedder.model_id
-            and all(len(c.embedding) == self.embedder.dim for c in draft.chunks)
-        )
+        return bool(draft.chunks) and self._refusal(draft) is None
+
+    def _refusal(self, draft: DocumentDraft) -> str | None:
+        """Why the client's chunk embeddings cannot be stored beside ours; None if they can."""
+        if not draft.chunks:
+            return None
+        ours = self.embedder.model_id
+        if draft.embedding_model is None:
+            return f"client chunks came without embeddingModel; re-embedded with {ours}"
+        if canonical_model(draft.embedding_model) != canonical_model(ours):
+            return (
+                f"client embeddings are from {draft.embedding_model}, this server's model is "
+                f"{ours}; re-embedded"
+            )
+        sizes = sorted({len(c.embedding) for c in draft.chunks})
+        if sizes != [self.embedder.dim]:
+            return (
+                f"client embeddings have {sizes} dimensions, {ours} has "
+                f"{self.embedder.dim}; re-embedded"
+            )
+        return None
 
     def _server_chunks(self, draft: DocumentDraft) -> list[str]:
         return chunk_markdown(

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import structlog
 
@@ -114,16 +115,23 @@ class HealthService:
             counts["mirror_lag"] = {"pending_changes": pending, "oldest_change_age_s": oldest}
         return counts
 
-    async def health_detail(self) -> dict[str, object]:
-        """A status per component: postgres, graph mirror, embedder, reranker, job worker."""
+    async def health_detail(self, tenant: UUID | None = None) -> dict[str, object]:
+        """A status per component: postgres, graph mirror, embedder, reranker, job worker.
+        With ``tenant`` (a tenant's token asks, e.g. MCP's health tool) the job backlog is that
+        tenant's and the mirror shows its status only: nothing about other tenants' activity."""
         checks = await self.readiness()
         backlog: dict[str, object] = {"backlog": "unknown: database unavailable"}
         mirror: dict[str, object] = {"status": "unknown: database unavailable"}
         if checks["database"] == "ok":  # the report itself must not fail with the database
             try:
-                async with self.db.owner_tx() as conn:
-                    backlog = dict(await job_backlog(conn))
-                mirror = await self.mirror_report()
+                if tenant is None:
+                    async with self.db.owner_tx() as conn:
+                        backlog = dict(await job_backlog(conn))
+                    mirror = await self.mirror_report()
+                else:
+                    async with self.db.tenant_tx(tenant) as conn:
+                        backlog = dict(await job_backlog(conn, tenant))
+                    mirror = {"status": (await self.mirror_report())["status"]}
             except Exception as exc:
                 backlog = {"backlog": f"unknown: {type(exc).__name__}"}
         return {
@@ -140,7 +148,7 @@ class HealthService:
     def _reranker_health(self) -> dict[str, object]:
         status = self.rerank.status()
         if not status.configured:
-            return {"status": "disabled"}
+            return {"status": "disabled", "reason": status.reason}
         if status.loading:
             return {"status": "loading"}
         return {"status": "ok" if status.active else "unavailable", "reason": status.reason}
@@ -216,6 +224,8 @@ class HealthService:
         status = self.rerank.status()
         return {
             "active": status.active,
+            "configured": status.configured,  # off under `auto` without weights: no degradation
+            "mode": "auto" if self.rerank.auto else "named",
             "backend": status.backend,
             "model": status.model,
             "candidates": status.candidates,

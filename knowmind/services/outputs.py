@@ -89,6 +89,29 @@ def recall_result(outcome: RecallOutcome, *, with_stages: bool = True) -> dict[s
     }
 
 
+def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
+    """The MCP recall tools' answer: ours (``results``, ``degraded``) plus what knowmind's
+    clients read: ``hits`` (``chunk_id``, ``content``, ``score``, ``metadata`` with
+    ``source_id``, ``name``, ``title``) and ``latency_ms``."""
+    hits = [
+        {
+            "chunk_id": hit.chunk.chunk_id,
+            "content": hit.chunk.content,
+            "score": round(hit.score, 6),
+            "metadata": {
+                "source_id": hit.chunk.memory_id,
+                "name": hit.chunk.title or hit.chunk.source or str(hit.chunk.memory_id),
+                "title": hit.chunk.title,
+                "source": hit.chunk.source,
+                "memory_type": hit.chunk.memory_type,
+            },
+        }
+        for hit in outcome.results
+    ]
+    latency = round(outcome.timings_ms.get("total", 0.0), 1)
+    return {**recall_result(outcome, with_stages=False), "hits": hits, "latency_ms": latency}
+
+
 def remembered(done: Remembered) -> dict[str, Any]:
     return _pick(done, "id", "status", "chunks", "job_id")
 

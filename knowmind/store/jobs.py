@@ -138,14 +138,16 @@ async def retry_or_fail_job(
     )
 
 
-async def job_backlog(conn: AsyncConnection) -> dict[str, int]:
-    """All tenants (owner connection): jobs waiting, and jobs that gave up."""
+async def job_backlog(conn: AsyncConnection, tenant_id: UUID | None = None) -> dict[str, int]:
+    """Jobs waiting, and jobs that gave up: of one tenant, or (owner connection) of all."""
+    where = "" if tenant_id is None else " WHERE tenant_id = :t"
     row = (
         await conn.execute(
             text(
                 "SELECT count(*) FILTER (WHERE status IN ('pending', 'running')) AS pending, "
-                "count(*) FILTER (WHERE status = 'failed') AS failed FROM jobs"
-            )
+                f"count(*) FILTER (WHERE status = 'failed') AS failed FROM jobs{where}"
+            ),
+            {"t": tenant_id},
         )
     ).one()
     return {"pending_jobs": int(row.pending), "failed_jobs": int(row.failed)}

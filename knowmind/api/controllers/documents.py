@@ -33,7 +33,11 @@ _STATUS = {"created": HTTP_201_CREATED, "accepted": HTTP_202_ACCEPTED}
 
 
 def document_out(result: DocumentResult) -> Response[DocumentOut]:
-    body = DocumentOut(**document_result(result), embedded_by=result.embedded_by)
+    body = DocumentOut(
+        **document_result(result),
+        embedded_by=result.embedded_by,
+        embedding_note=result.embedding_note,
+    )
     return Response(body, status_code=_STATUS.get(result.status, HTTP_200_OK))
 
 
@@ -116,8 +120,11 @@ class KnowmindUploadController(Controller):
     async def upload(
         self, data: JSONBody[KnowmindDocumentIn], runtime: Rt, principal: Who
     ) -> Response[dict[str, Any]]:
-        """knowmind's REST upload. Client chunk embeddings are used only when
-        ``embeddingModel`` is this tenant's model and the dimensions match."""
+        """knowmind's REST upload, answered as its clients read it (``chunksWritten``,
+        ``embeddingProvider``, ``unchanged``/``duplicate``). Client chunk embeddings are used
+        only when ``embeddingModel`` names this server's model (or an export of it:
+        models/aliases.py) and the dimensions match; otherwise ``embeddingNote`` says why the
+        server embedded instead."""
         draft = DocumentDraft(
             content=data.content,
             title=data.title,
@@ -126,12 +133,21 @@ class KnowmindUploadController(Controller):
             embedding_model=data.embedding_model,
         )
         result = await runtime.documents.upload(principal, draft)
+        unchanged = result.status == "unchanged"
         body = {
             "id": str(result.id),
             "documentId": str(result.id),
             "chunks": result.chunks,
+            "chunksWritten": result.chunks,
             "status": result.status,
+            "unchanged": unchanged,
+            "duplicate": unchanged,
             "embeddedBy": result.embedded_by,
+            "embeddingProvider": result.embedded_by,
+            "embeddingModel": runtime.embedder.model_id
+            if result.embedded_by == "server"
+            else data.embedding_model,
+            "embeddingNote": result.embedding_note,
         }
         status = HTTP_201_CREATED if result.status == "created" else HTTP_200_OK
         return Response(body, status_code=status)
