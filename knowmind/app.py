@@ -27,6 +27,7 @@ from knowmind.api.controllers.recall import RecallController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
+from knowmind.api.metrics import METRICS_CONFIG, MetricsController
 from knowmind.api.openapi import document_statuses
 from knowmind.api.strict_body import strict_body_guard
 from knowmind.db.embedded import EmbeddedPostgres
@@ -79,6 +80,7 @@ def create_app(
             MCPController,
             DocumentController,
             KnowmindUploadController,
+            MetricsController,
         ],
         lifespan=[lifespan],
         guards=[auth_guard, strict_body_guard],
@@ -87,7 +89,7 @@ def create_app(
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
-        middleware=[RequestLogMiddleware],
+        middleware=[RequestLogMiddleware, METRICS_CONFIG.middleware],
         request_max_body_size=settings.server.max_body_bytes,
         openapi_config=OpenAPIConfig(title="knowmind", version=__version__, path="/schema"),
         logging_config=None,

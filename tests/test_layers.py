@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("store", {"store"}, False),
     ("db", {"db"}, False),
     ("contract", {"contract"}, False),  # field limits shared by REST, MCP and the mirror
-    ("foundation", {"errors", "logging", "__init__"}, True),
+    ("foundation", {"errors", "logging", "metrics", "__init__"}, True),
 ]
 
 # Imports that break the rule, (file, imported module) → why; none today.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from knowmind.errors import InvalidInputError
+from knowmind.metrics import observe_recall_timings
 from knowmind.recall.base import RecallRequest
 from knowmind.recall.pipeline import RecallOutcome, RecallPipeline
 from knowmind.services.auth import Principal, tenant_of
@@ -29,4 +30,6 @@ class RecallService:
             text=request.text.strip(),
             candidates=max(self.candidates, request.k),
         )
-        return await self.pipeline.recall(resolved)
+        outcome = await self.pipeline.recall(resolved)
+        observe_recall_timings(outcome.timings_ms)
+        return outcome
