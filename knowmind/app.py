@@ -29,6 +29,7 @@ from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
 from knowmind.api.metrics import METRICS_CONFIG, MetricsController
 from knowmind.api.openapi import document_statuses
+from knowmind.api.reference import ReferencePage
 from knowmind.api.strict_body import strict_body_guard
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.logging import RequestLogMiddleware, configure_logging
@@ -91,7 +92,12 @@ def create_app(
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         middleware=[RequestLogMiddleware, METRICS_CONFIG.middleware],
         request_max_body_size=settings.server.max_body_bytes,
-        openapi_config=OpenAPIConfig(title="knowmind", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(
+            title="knowmind",
+            version=__version__,
+            path="/schema",
+            render_plugins=[ReferencePage()],  # rendered here: works offline
+        ),
         logging_config=None,
     )
     document_statuses(app)

@@ -181,6 +181,12 @@ async def test_health_ready_and_openapi(client):
     assert ready.json()["checks"] == {"database": "ok", "schema": "ok", "embedder": "ok"}
     schema = await client.get("/schema/openapi.json")
     assert "/v1/recall" in schema.json()["paths"]
+    page = await client.get("/schema")  # the reference page, rendered here: works offline
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert "/v1/recall" in html and "RecallIn" in html
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert "422" in html and "Invalid input" in html  # every documented status is listed
 
 
 async def test_responses_carry_a_request_id(client):
