@@ -15,10 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.test_server_process import free_port, knowmind, stop, wait_ready
+from tests.test_server_process import served, tenant_token
 
 pytestmark = pytest.mark.slow
 
@@ -31,30 +30,10 @@ SEED = os.environ.get("KNOWMIND_FUZZ_SEED", "20261203")
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("fuzz")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {"KNOWMIND_ADMIN_TOKEN": ADMIN_TOKEN, "KNOWMIND_RERANKER": "none"}
-    server = knowmind(root / "knowmind", "serve", port=port, env_extra=env, log_to=root / "log")
-    try:
-        wait_ready(base, server)
+    with served(root, ADMIN_TOKEN) as base:
         yield base
-    finally:
-        stop(server)
-        log = (root / "log" / "stderr").read_text()
-        assert "request.unhandled_error" not in log, "the server logged an unhandled error"
-
-
-def _tenant_token(base: str) -> str:
-    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    tenant = httpx.post(f"{base}/v1/admin/tenants", json={"name": "fuzz"}, headers=admin)
-    assert tenant.status_code == 201, tenant.text
-    token = httpx.post(
-        f"{base}/v1/admin/tenants/{tenant.json()['id']}/tokens",
-        json={"scopes": ["admin"]},
-        headers=admin,
-    )
-    assert token.status_code == 201, token.text
-    return str(token.json()["token"])
+    log = (root / "log" / "stderr").read_text()
+    assert "request.unhandled_error" not in log, "the server logged an unhandled error"
 
 
 def _fuzz(base: str, token: str) -> subprocess.CompletedProcess[str]:
@@ -83,7 +62,10 @@ def _fuzz(base: str, token: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("who", ["tenant", "server-admin"])
 def test_fuzzer_finds_no_server_error_and_no_undocumented_status(live_server: str, who: str):
-    token = ADMIN_TOKEN if who == "server-admin" else _tenant_token(live_server)
+    if who == "server-admin":
+        token = ADMIN_TOKEN
+    else:
+        token = tenant_token(live_server, ADMIN_TOKEN, "fuzz", ["admin"])
     result = _fuzz(live_server, token)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report[-12000:]

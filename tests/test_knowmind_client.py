@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_server_process import free_port, knowmind, stop, wait_ready
+from tests.test_server_process import served, tenant_token
 
 pytestmark = pytest.mark.slow
 
@@ -62,22 +62,8 @@ if CLIENT is None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("client")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {"KNOWMIND_ADMIN_TOKEN": ADMIN_TOKEN, "KNOWMIND_RERANKER": "none"}
-    process = knowmind(root / "knowmind", "serve", port=port, env_extra=env, log_to=root / "log")
-    try:
-        wait_ready(base, process)
-        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        tenant = httpx.post(f"{base}/v1/admin/tenants", json={"name": "client"}, headers=admin)
-        token = httpx.post(
-            f"{base}/v1/admin/tenants/{tenant.json()['id']}/tokens",
-            json={"scopes": ["write"]},
-            headers=admin,
-        ).json()["token"]
-        yield base, token, root
-    finally:
-        stop(process)
+    with served(root, ADMIN_TOKEN) as base:
+        yield base, tenant_token(base, ADMIN_TOKEN, "client", ["write"]), root
 
 
 def _env(root: Path) -> dict[str, str]:

@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -246,3 +248,52 @@ def test_readme_walkthrough_and_banner_lines_work_as_written(tmp_path, data_dir_
         stop(server)
         if made_default and default_dir is not None:
             shutil.rmtree(default_dir, ignore_errors=True)  # leave the machine as it was
+
+
+@contextmanager
+def served(root: Path, admin_token: str, **settings: str) -> Iterator[str]:
+    """A `knowmind serve` on an embedded PostgreSQL of its own under ``root``, logging to
+    ``root/log``; yields its base URL and stops it afterwards. ``settings``: more
+    ``KNOWMIND_*`` variables by their lower-case suffix (``rate_limit_burst="5"``)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"KNOWMIND_ADMIN_TOKEN": admin_token, "KNOWMIND_RERANKER": "none"}
+    env |= {f"KNOWMIND_{name.upper()}": value for name, value in settings.items()}
+    process = knowmind(root / "knowmind", "serve", port=port, env_extra=env, log_to=root / "log")
+    try:
+        wait_ready(base, process)
+        yield base
+    finally:
+        stop(process)
+
+
+def tenant_token(base: str, admin_token: str, name: str, scopes: list[str]) -> str:
+    """A new tenant's token, made through the admin API."""
+    admin = {"Authorization": f"Bearer {admin_token}"}
+    tenant = httpx.post(f"{base}/v1/admin/tenants", json={"name": name}, headers=admin)
+    assert tenant.status_code == 201, tenant.text
+    token = httpx.post(
+        f"{base}/v1/admin/tenants/{tenant.json()['id']}/tokens",
+        json={"scopes": scopes},
+        headers=admin,
+    )
+    assert token.status_code == 201, token.text
+    return str(token.json()["token"])
+
+
+def test_models_pull_names_what_it_could_not_fetch(tmp_path):
+    """Without a network (HF_HUB_OFFLINE here) `knowmind models pull` says which model it could
+    not fetch and why, and exits 1; with one it fills the cache the server reads offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMIND_")}
+    env |= {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    pulled = subprocess.run(
+        [sys.executable, "-m", "knowmind", "models", "pull"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert pulled.returncode == 1
+    for model in ("intfloat/multilingual-e5-large", "BAAI/bge-reranker-v2-m3"):
+        assert f"{model}: not downloaded" in pulled.stderr
