@@ -138,6 +138,57 @@ def admin_walkthrough(settings: Settings, base: str) -> list[str]:
     ]
 
 
+def cmd_recall(_settings: Settings, args: argparse.Namespace) -> int:
+    """A recall against a running server through the Python client (``knowmind.client``)."""
+    import msgspec
+
+    from knowmind.client import Knowmind, KnowmindAPIError
+
+    if not args.url or not args.token:
+        print("knowmind recall: give --url and --token (or KNOWMIND_URL, KNOWMIND_TOKEN)")
+        return 2
+    with Knowmind(args.url, args.token) as client:
+        try:
+            answer = client.recall(args.query, k=args.k)
+        except KnowmindAPIError as exc:
+            print(f"knowmind recall: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(msgspec.json.encode(answer).decode())
+        return 0
+    for rank, hit in enumerate(answer.results, start=1):
+        print(f"{rank}. [{hit.score:.4f}] {hit.title or hit.memory_id}")
+        print("   " + hit.content[:300].replace("\n", "\n   "))
+    for reason in answer.degraded_reasons:
+        print(f"degraded: {reason}", file=sys.stderr)
+    print(f"{len(answer.results)} results in {answer.timings_ms.get('total', 0):.0f} ms")
+    return 0
+
+
+PRODUCTION_MODELS = ("intfloat/multilingual-e5-large", "BAAI/bge-reranker-v2-m3")
+
+
+def cmd_models_pull(_settings: Settings, args: argparse.Namespace) -> int:
+    """Download the production models into the Hugging Face cache (needs internet; the server
+    itself never downloads). Then ``KNOWMIND_EMBEDDER=sentence-transformers:intfloat/
+    multilingual-e5-large`` and the reranker's ``auto`` find them offline."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        print("knowmind models pull: needs huggingface_hub: pip install -e '.[ml]'")
+        return 2
+    failed = 0
+    for model in args.models or PRODUCTION_MODELS:
+        try:
+            path = snapshot_download(model)
+        except Exception as exc:  # no network, unknown model, disk full: say which and why
+            print(f"{model}: not downloaded ({type(exc).__name__}: {exc})"[:400], file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{model}: {path}")
+    return 1 if failed else 0
+
+
 def cmd_admin_token(settings: Settings, _: argparse.Namespace) -> int:
     """Print the server admin token (KNOWMIND_ADMIN_TOKEN, else the data dir's file, which is
     created as ``serve`` would): ``ADMIN=$(knowmind admin-token)``."""
@@ -423,6 +474,23 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("file", type=Path, help="FILE.jsonl: one POST /v1/memories body per line")
     load.add_argument("--tenant", required=True, type=UUID)
     load.set_defaults(fn=cmd_import)
+    models = sub.add_parser("models", help="model weights").add_subparsers(
+        dest="action", required=True
+    )
+    pull = models.add_parser(
+        "pull", help="download the production embedder and reranker (needs internet)"
+    )
+    pull.add_argument("models", nargs="*", help="Hugging Face ids (default: the production two)")
+    pull.set_defaults(fn=cmd_models_pull)
+    remote = sub.add_parser("recall", help="ask a running server (over HTTP, any host)")
+    remote.add_argument("query")
+    remote.add_argument("-k", type=int, default=5, help="how many results (1-25)")
+    remote.add_argument("--url", default=os.environ.get("KNOWMIND_URL"), help="or KNOWMIND_URL")
+    remote.add_argument(
+        "--token", default=os.environ.get("KNOWMIND_TOKEN"), help="or $KNOWMIND_TOKEN"
+    )
+    remote.add_argument("--json", action="store_true", help="print the whole answer as JSON")
+    remote.set_defaults(fn=cmd_recall)
     sub.add_parser("worker", help="run the job worker and graph mirror").set_defaults(fn=cmd_worker)
     graph = sub.add_parser("graph", help="graph mirror").add_subparsers(
         dest="action", required=True

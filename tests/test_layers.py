@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "knowmind"
 # open, the other packages of that layer.
 LAYERS: list[tuple[str, set[str], bool]] = [
     ("entry points", {"__main__", "cli", "app"}, True),
+    ("client", {"client"}, False),  # the Python SDK: httpx and msgspec, nothing of the server
     ("doors", {"api", "mcp"}, True),
     ("composition", {"runtime"}, False),
     ("services", {"services"}, False),
