@@ -67,6 +67,15 @@ def _flag(wait: bool) -> dict[str, str]:
     return {"wait": "true" if wait else "false"}
 
 
+def _connection(url: str, token: str, timeout_s: float) -> dict[str, Any]:
+    """What both clients' httpx clients are made with."""
+    return {
+        "base_url": url.rstrip("/"),
+        "headers": {"Authorization": f"Bearer {token}"},
+        "timeout": timeout_s,
+    }
+
+
 def _json(value: Any) -> Any:
     """Request bodies: UUIDs and datetimes as strings, ``None`` fields left out."""
     return msgspec.to_builtins({k: v for k, v in value.items() if v is not None})
@@ -85,12 +94,7 @@ class Knowmind:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
-        self._http = httpx.Client(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
-            transport=transport,
-        )
+        self._http = httpx.Client(transport=transport, **_connection(url, token, timeout_s))
 
     def __enter__(self) -> Knowmind:
         return self
@@ -181,12 +185,7 @@ class AsyncKnowmind:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
-        self._http = httpx.AsyncClient(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
-            transport=transport,
-        )
+        self._http = httpx.AsyncClient(transport=transport, **_connection(url, token, timeout_s))
 
     async def __aenter__(self) -> AsyncKnowmind:
         return self
