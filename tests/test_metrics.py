@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from tests.conftest import ADMIN_HEADERS
+
 
 async def test_metrics_count_routes_by_template_and_time_recall_stages(client, tenant):
     stored = await client.post(
@@ -15,7 +17,9 @@ async def test_metrics_count_routes_by_template_and_time_recall_stages(client, t
     await client.get(f"/v1/memories/{memory_id}", headers=tenant.read)
     await client.post("/v1/recall", json={"query": "Wann öffnet die Kantine?"}, headers=tenant.read)
 
-    scraped = await client.get("/metrics")  # no token
+    assert (await client.get("/metrics")).status_code == 401  # spans every tenant: admin only
+    assert (await client.get("/metrics", headers=tenant.admin)).status_code == 403
+    scraped = await client.get("/metrics", headers=ADMIN_HEADERS)
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain")
     text = scraped.text

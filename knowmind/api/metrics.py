@@ -1,4 +1,6 @@
-"""``GET /metrics``: Prometheus text format, no token (keep it on the internal network).
+"""``GET /metrics``: Prometheus text format, for the server admin token (the job backlog and
+queue depth span every tenant, as on ``/health/detail``; Prometheus sends it with
+``authorization: {credentials_file: …}``).
 
 Requests are counted and timed by route *template* and status by Litestar's Prometheus
 middleware with grouped paths (``/v1/memories/{memory_id}``, never an id); recall stages,
@@ -14,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from knowmind import metrics
 from knowmind.runtime import Runtime
+from knowmind.services.auth import SERVER_ADMIN
 from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
 
@@ -46,7 +49,7 @@ async def _refresh(runtime: Runtime) -> None:
 class MetricsController(Controller):
     path = "/metrics"
 
-    @get("/", include_in_schema=False)
+    @get("/", include_in_schema=False, opt={"scope": SERVER_ADMIN})
     async def scrape(self, runtime: NamedDependency[Runtime]) -> Response[bytes]:
         await _refresh(runtime)
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
