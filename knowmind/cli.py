@@ -140,6 +140,7 @@ def admin_walkthrough(settings: Settings, base: str) -> list[str]:
 
 def cmd_recall(_settings: Settings, args: argparse.Namespace) -> int:
     """A recall against a running server through the Python client (``knowmind.client``)."""
+    import httpx
     import msgspec
 
     from knowmind.client import Knowmind, KnowmindAPIError
@@ -150,8 +151,8 @@ def cmd_recall(_settings: Settings, args: argparse.Namespace) -> int:
     with Knowmind(args.url, args.token) as client:
         try:
             answer = client.recall(args.query, k=args.k)
-        except KnowmindAPIError as exc:
-            print(f"knowmind recall: {exc}", file=sys.stderr)
+        except (KnowmindAPIError, httpx.HTTPError) as exc:
+            print(f"knowmind recall: {exc or type(exc).__name__}", file=sys.stderr)
             return 1
     if args.json:
         print(msgspec.json.encode(answer).decode())

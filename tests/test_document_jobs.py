@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from sqlalchemy import text
+
 from tests.conftest import count_rows
 
 SECTIONS = [
@@ -53,15 +55,57 @@ async def test_a_large_document_is_accepted_and_stored_by_a_job(client, tenant, 
     )
     assert found.json()["results"][0]["memory_id"] == result["memory_id"]
 
-    # the same upload again is stored by a job too, and changes nothing
+    # the same upload again is answered at once: stored already, nothing to embed or queue
+    jobs = await count_rows(db, "jobs", tenant.id)
     again = await client.post(
         "/v1/documents", json={"title": "Wartung", "content": LARGE}, headers=tenant.write
     )
-    assert again.status_code == 202
-    repeat = await _finished_job(client, tenant, again.json()["job_id"])
-    assert repeat["result"]["status"] == "unchanged"
-    assert repeat["result"]["document_id"] == result["document_id"]
+    assert again.status_code == 200 and again.json()["status"] == "unchanged"
+    assert again.json()["id"] == result["document_id"]
+    assert await count_rows(db, "jobs", tenant.id) == jobs
     assert await count_rows(db, "chunks", tenant.id) == accepted["chunks"]
+    # the finished job no longer holds the text (an erasure must not leave it behind)
+    async with db.owner_tx() as conn:
+        payload = (
+            await conn.execute(
+                text("SELECT payload FROM jobs WHERE id = :j"), {"j": accepted["job_id"]}
+            )
+        ).scalar_one()
+    assert payload == {}
+
+
+async def test_a_queued_upload_does_not_overwrite_a_newer_version(client, settings, embedder, db):
+    """v1 (large) is accepted, v2 (small, same title) is stored before v1's job runs: the job
+    answers superseded and v2 stays. The service and a worker of this test's own (the app's
+    worker would run the job at once)."""
+    from knowmind.models.executor import EmbeddingExecutor
+    from knowmind.services.auth import Principal
+    from knowmind.services.document_jobs import DocumentIngestJob
+    from knowmind.services.documents import INGEST_DOCUMENT_JOB, DocumentDraft, DocumentService
+    from knowmind.services.graph import GraphService
+    from knowmind.workers.jobs import JobWorker
+    from tests.conftest import make_tenant
+
+    tenant = await make_tenant(client)
+    who = Principal(uuid.UUID(tenant.id), frozenset({"write"}), language="german")
+    executor = EmbeddingExecutor(embedder)
+    documents = DocumentService(db, executor, settings.ingest, GraphService(db))
+    try:
+        v1 = await documents.upload(
+            who, DocumentDraft(title="Spec", content=LARGE), background=True
+        )
+        assert v1.status == "accepted" and v1.job_id is not None
+        v2 = await documents.upload(who, DocumentDraft(title="Spec", content=SECTIONS[1]))
+        assert v2.status == "created"
+        worker = JobWorker(db, {INGEST_DOCUMENT_JOB: DocumentIngestJob(documents)})
+        while await worker.run_once():
+            pass
+    finally:
+        await executor.close()
+    job = (await client.get(f"/v1/jobs/{v1.job_id}", headers=tenant.read)).json()
+    assert job["status"] == "done" and job["result"]["status"] == "superseded"
+    memory = await client.get(f"/v1/memories/{v2.memory_id}", headers=tenant.read)
+    assert memory.json()["content"] == SECTIONS[1]
 
 
 async def test_wait_holds_the_request_and_bad_references_are_refused_at_once(client, tenant, db):

@@ -206,3 +206,30 @@ async def test_tenants_take_turns_at_the_job_worker(db):
     assert len(claimed) == 4
     assert late in {job.id for job in claimed}
     assert sorted(job.payload["n"] for job in claimed if job.tenant_id == busy) == [0, 1, 2]
+
+
+async def test_a_refused_input_fails_the_job_at_once(db):
+    """An error that would recur (the input refused: 404/409/422) is not retried."""
+    from knowmind.errors import InvalidInputError
+    from knowmind.store import jobs as job_store
+    from knowmind.store.tenants import create_tenant
+
+    kind = f"refused-{uuid.uuid4().hex[:8]}"
+
+    async def refuses(tenant_id, payload):
+        raise InvalidInputError("relations[0].predicate", "unknown predicate 'X'")
+
+    async with db.owner_tx() as conn:
+        tenant = (await create_tenant(conn, f"r-{uuid.uuid4().hex[:8]}", "german", "m", 384)).id
+        job_id = await job_store.enqueue_job(conn, tenant, kind, {"content": "Text."})
+    worker = JobWorker(db, {kind: refuses})
+    assert await worker.run_once() == 1
+    async with db.owner_tx() as conn:
+        status, attempts, error, payload = (
+            await conn.execute(
+                text("SELECT status, attempts, last_error, payload FROM jobs WHERE id = :j"),
+                {"j": job_id},
+            )
+        ).one()
+    assert (status, attempts) == ("failed", 1)
+    assert "unknown predicate" in error and payload == {}  # the text is not kept

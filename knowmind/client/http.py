@@ -58,6 +58,8 @@ def _decode(response: httpx.Response, kind: type[T]) -> T:
             body = response.json()
         except ValueError:
             body = {}
+        if not isinstance(body, dict):  # a proxy's page or a bare string
+            body = {}
         detail = str(body.get("detail") or body.get("error") or response.reason_phrase)
         raise KnowmindAPIError(response.status_code, detail, body.get("field"))
     return msgspec.json.decode(response.content, type=kind)

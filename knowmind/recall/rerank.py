@@ -104,7 +104,10 @@ class RerankStep:
     ) -> tuple[list[int], list[float | None] | None, str | None]:
         """(new order as indexes into ``hits``, rerank score per hit or None, degraded reason)."""
         fused_order = list(range(len(hits)))
-        wanted = self.configured if requested is None else requested
+        # under auto, a reranker still loading may yet switch off: only a request that asks
+        # for reranking is told it was not
+        default = self.configured and not (self.auto and self.loaded is None)
+        wanted = default if requested is None else requested
         if not wanted or not hits:
             return fused_order, None, None
         if self.loaded is None or self.loaded.reranker is None:

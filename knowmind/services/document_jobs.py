@@ -37,9 +37,11 @@ class DocumentIngestJob:
 
     async def __call__(self, tenant_id: UUID, payload: dict[str, Any]) -> dict[str, Any]:
         who = Principal(tenant_id, frozenset({"write"}), language=payload["language"])
-        done = await self.documents.upload(who, _draft_of(payload), background=False)
+        done = await self.documents.upload(
+            who, _draft_of(payload), background=False, base_version=payload.get("base_version")
+        )
         return {
-            "document_id": str(done.id),
+            "document_id": str(done.id) if done.id else None,
             "memory_id": str(done.memory_id) if done.memory_id else None,
             "chunks": done.chunks,
             "status": done.status,

@@ -62,7 +62,9 @@ class DocumentResult:
     id: UUID | None  # None while "accepted": the job's result names the document
     memory_id: UUID | None
     chunks: int
-    status: str  # "created" | "replaced" | "unchanged" | "accepted" (stored by a job)
+    # "created" | "replaced" | "unchanged" | "accepted" (stored by a job) | "superseded" (a
+    # job's document changed since it was accepted: nothing stored)
+    status: str
     job_id: UUID | None = None  # extraction, or for "accepted" the job that stores it
     embedded_by: str = "server"  # or "client": the client's chunk embeddings were used
     # why client chunk embeddings were not used (the server embedded instead); None otherwise
@@ -84,12 +86,19 @@ def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
 
 class DocumentService(MemoryWriter):
     async def upload(
-        self, who: Principal, draft: DocumentDraft, *, background: bool = False
+        self,
+        who: Principal,
+        draft: DocumentDraft,
+        *,
+        background: bool = False,
+        base_version: int | None = None,
     ) -> DocumentResult:
         """Store a document; a document with the same title (or ``replace_document_id``) is
         replaced atomically and keeps its id. ``background``: a document of more than
         ``ingest.async_document_chunks`` chunks is only checked and handed to a job
-        (``accepted``); the job stores it as this call would have."""
+        (``accepted``); the job stores it as this call would have, unless the document changed
+        since (``base_version``: the version it was accepted against; 0 = none) — then it
+        answers ``superseded`` and stores nothing: the newer upload wins."""
         tenant = tenant_of(who)
         if not draft.content.strip():
             raise InvalidInputError("content", "must not be empty")
@@ -97,18 +106,21 @@ class DocumentService(MemoryWriter):
             raise InvalidInputError("title", "must not be blank")
         title = (draft.title or _title_from(draft.content)).strip()
         norm_title = normalise_name(title) or title.lower()
-        if background and not self._client_embedded(draft):
-            contents = self._server_chunks(draft)
-            if 0 < self.ingest.async_document_chunks < len(contents):
-                return await self._accept(who, draft, norm_title, len(contents))
         sha = content_sha256(draft.content)
         async with self.db.tenant_tx(tenant) as conn:  # stored already: nothing to embed
             unchanged = await self._unchanged(conn, tenant, draft, norm_title, title, sha)
         if unchanged is not None:
             return unchanged
+        if background and not self._client_embedded(draft):
+            contents = self._server_chunks(draft)
+            if 0 < self.ingest.async_document_chunks < len(contents):
+                return await self._accept(who, draft, norm_title, len(contents))
         contents, embeddings, embedded_by = await self._chunks(draft, title, str(tenant))
         async with self.db.tenant_tx(tenant, write=True) as conn:
             existing = await self._existing(conn, tenant, draft, norm_title, lock=True)
+            current = existing.version if existing else 0
+            if base_version is not None and current != base_version:
+                return DocumentResult(existing.id if existing else None, None, 0, "superseded")
             if existing and existing.content_sha256 == sha and existing.title == title:
                 ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
                 return DocumentResult(existing.id, ids[0] if ids else None, 0, "unchanged")
@@ -227,9 +239,10 @@ class DocumentService(MemoryWriter):
         """Hand the document to a job, after the checks a client should hear at once."""
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
-            if draft.replace_document_id is not None:
-                await self._existing(conn, tenant, draft, norm_title, lock=False)  # 404, 409
+            # 404 / 409 now; and the version the job may replace (a newer upload wins)
+            existing = await self._existing(conn, tenant, draft, norm_title, lock=False)
             payload = document_payload(draft, who.language)
+            payload["base_version"] = existing.version if existing else 0
             job_id = await job_store.enqueue_job(conn, tenant, INGEST_DOCUMENT_JOB, payload)
         self.on_job_enqueued()
         return DocumentResult(None, None, chunks, "accepted", job_id)

@@ -84,7 +84,8 @@ async def erase_memories(
     counts = {"edges": len(removed)}
     counts["jobs"] = await _count_deleted(
         conn,
-        "DELETE FROM jobs WHERE tenant_id = :t AND payload->>'memory_id' = ANY(:sids)",
+        "DELETE FROM jobs WHERE tenant_id = :t AND (payload->>'memory_id' = ANY(:sids) "
+        "OR result->>'memory_id' = ANY(:sids))",
         params,
     )
     counts["mentions"] = await _count_deleted(

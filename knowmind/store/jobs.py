@@ -83,6 +83,9 @@ async def claim_jobs(
             " AND ((status = 'pending' AND run_after <= now()) OR"
             " (status = 'running' AND locked_until < now()))"
             ") AS due ON due.tenant_id = j.tenant_id AND due.id = j.id"
+            # re-checked on the locked row: a job another worker claimed meanwhile is skipped
+            " WHERE (j.status = 'pending' AND j.run_after <= now())"
+            " OR (j.status = 'running' AND j.locked_until < now())"
             " ORDER BY due.turn, due.run_after LIMIT :limit FOR UPDATE OF j SKIP LOCKED) "
             f"RETURNING {_COLUMNS}"
         ),
@@ -109,32 +112,48 @@ async def extend_leases(
     return int(result.rowcount or 0)
 
 
+# A job whose payload carries content (a large document) keeps it only while it may still run:
+# a finished job must not outlive an erasure with the text in it.
+_FORGET_CONTENT = "payload = CASE WHEN payload ? 'content' THEN '{}'::jsonb ELSE payload END"
+
+
 async def finish_job(
     conn: AsyncConnection, tenant_id: UUID, job_id: UUID, result: dict[str, Any]
 ) -> None:
     await conn.execute(
         text(
             "UPDATE jobs SET status = 'done', result = CAST(:r AS jsonb), finished_at = now(), "
-            "locked_until = NULL, last_error = NULL WHERE tenant_id = :t AND id = :id"
+            f"locked_until = NULL, last_error = NULL, {_FORGET_CONTENT} "
+            "WHERE tenant_id = :t AND id = :id"
         ),
         {"t": tenant_id, "id": job_id, "r": msgspec.json.encode(result).decode()},
     )
 
 
 async def retry_or_fail_job(
-    conn: AsyncConnection, tenant_id: UUID, job_id: UUID, error: str, backoff_seconds: float
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    job_id: UUID,
+    error: str,
+    backoff_seconds: float,
+    *,
+    final: bool = False,
 ) -> str:
-    """Back off and retry, or give up after ``max_attempts``; returns the new status."""
+    """Back off and retry, or give up after ``max_attempts`` (at once when ``final``: the
+    error would recur); returns the new status."""
     return await one_str(
         conn,
         text(
             "UPDATE jobs SET last_error = :e, locked_until = NULL, "
-            "status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, "
-            "finished_at = CASE WHEN attempts >= max_attempts THEN now() END, "
-            "run_after = now() + make_interval(secs => :b) "
+            "status = CASE WHEN attempts >= max_attempts OR :final THEN 'failed' "
+            "ELSE 'pending' END, "
+            "finished_at = CASE WHEN attempts >= max_attempts OR :final THEN now() END, "
+            "run_after = now() + make_interval(secs => :b), "
+            "payload = CASE WHEN (attempts >= max_attempts OR :final) AND payload ? 'content' "
+            "THEN '{}'::jsonb ELSE payload END "
             "WHERE tenant_id = :t AND id = :id RETURNING status"
         ),
-        {"t": tenant_id, "id": job_id, "e": error[:500], "b": backoff_seconds},
+        {"t": tenant_id, "id": job_id, "e": error[:500], "b": backoff_seconds, "final": final},
     )
 
 

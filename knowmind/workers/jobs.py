@@ -11,6 +11,7 @@ from uuid import UUID
 import structlog
 
 from knowmind.db.engine import Database
+from knowmind.errors import KnowmindError, OverloadedError
 from knowmind.store import jobs as job_store
 
 __all__ = ["JobHandler", "JobWorker"]
@@ -94,9 +95,16 @@ class JobWorker:
             result = await self.handlers[job.kind](job.tenant_id, job.payload)
         except Exception as exc:
             backoff = min(self.max_backoff_seconds, 2.0**job.attempts)
+            # a refusal of the input (404, 409, 422) would recur: no retries for it
+            final = isinstance(exc, KnowmindError) and not isinstance(exc, OverloadedError)
             async with self.db.owner_tx() as conn:
                 status = await job_store.retry_or_fail_job(
-                    conn, job.tenant_id, job.id, f"{type(exc).__name__}: {exc}", backoff
+                    conn,
+                    job.tenant_id,
+                    job.id,
+                    f"{type(exc).__name__}: {exc}",
+                    backoff,
+                    final=final,
                 )
             log.warning(
                 "jobs.failed",
