@@ -94,7 +94,13 @@ async def test_recall_result_shape_and_stage_ranks(client, tenant):
     }
     # German question on German text: both stages found it, and the fused score is RRF k=60;
     # the stages not asked for did not run.
-    assert top["stages"] == {"bm25": 1, "vector": 1, "graph": None, "identity": None}
+    assert top["stages"] == {
+        "statements": None,
+        "bm25": 1,
+        "vector": 1,
+        "graph": None,
+        "identity": None,
+    }
     assert abs(top["score"] - 2 / 61) < 1e-6
     assert {"bm25", "vector", "embed", "fuse", "total"} <= set(body["timings_ms"])
     assert len(body["results"]) == 2

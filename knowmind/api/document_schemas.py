@@ -10,6 +10,7 @@ from msgspec import Meta, Struct
 
 from knowmind.api.schemas import RelationIn
 from knowmind.contract.limits import (
+    STATEMENT_KINDS,
     Content,
     FilledContent,
     FilledTitle,
@@ -42,9 +43,17 @@ class DocumentOut(Struct):
 
 
 class KnowmindChunk(Struct):
+    """A chunk the client embedded; ``metadata.type`` tags a statement it extracted from the
+    user's words (``preference``, ``fact``, ``update``), stored with that kind."""
+
     content: Content
     embedding: Annotated[list[float], Meta(min_length=1, max_length=8192)]
     metadata: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str | None:
+        kind = (self.metadata or {}).get("type")
+        return kind if kind in STATEMENT_KINDS else None
 
 
 class KnowmindDocumentIn(Struct, rename="camel"):

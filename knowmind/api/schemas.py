@@ -200,6 +200,10 @@ class RecallHit(Struct):
     score: float
     stages: dict[str, int | None]
     rerank_score: float | None = None
+    kind: Annotated[
+        Literal["preference", "fact", "update"] | None,
+        Meta(description="the chunk is a statement of this kind (tagged by knowmind's client)"),
+    ] = None
 
 
 class RecallOut(Struct):

@@ -18,6 +18,7 @@ __all__ = [
     "MEMORY_TYPES",
     "NO_NUL",
     "PREDICATE_PATTERN",
+    "STATEMENT_KINDS",
     "Aliases",
     "ClassName",
     "Confidence",
@@ -47,6 +48,8 @@ NO_NUL = r"^[^\x00]*$"
 PREDICATE_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 CLASS_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
 MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
+# kinds of statement a chunk may be tagged with (chunks.kind, migration 0008)
+STATEMENT_KINDS = ("preference", "fact", "update")
 
 QUERY_MAX_CHARS = 4000
 K_MIN, K_MAX, K_DEFAULT = 1, 25, 5

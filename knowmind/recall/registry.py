@@ -18,6 +18,7 @@ from knowmind.recall.base import RecallStage
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.recall.graph import DEFAULT_HIT_WAIT_S, GraphStage
 from knowmind.recall.identity import IdentityStage
+from knowmind.recall.statements import StatementStage
 from knowmind.recall.vector import VectorStage
 from knowmind.store.vector_search import DEFAULT_EF_SEARCH, DEFAULT_EXACT_MAX_ROWS
 
@@ -31,7 +32,9 @@ __all__ = [
     "check_stage_names",
 ]
 
-StageName = Literal["bm25", "vector", "graph", "identity"]
+# "statements" comes first: where it ties with another stage on a memory, the answer shows its
+# chunk (the statement the question asked about; pipeline._best_chunk_per_memory).
+StageName = Literal["statements", "bm25", "vector", "graph", "identity"]
 STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
 
 
@@ -50,6 +53,7 @@ class StageParts:
 StageFactory = Callable[[StageParts], RecallStage]
 
 STAGES: dict[StageName, StageFactory] = {
+    "statements": lambda parts: StatementStage(),
     "bm25": lambda parts: OkapiBM25Stage(parts.lexical, parts.language_detector),
     "vector": lambda parts: VectorStage(parts.vector_exact_max_rows, parts.vector_ef_search),
     "graph": lambda parts: GraphStage(parts.graph_reader, hit_wait_s=parts.graph_hit_wait_s),

@@ -37,6 +37,7 @@ __all__ = [
 
 _CALIBRATION_FILE = Path(__file__).with_name("fusion_calibration.json")
 MIN_ODDS, MAX_ODDS = 0.02, 50.0
+DEFAULT_MIRRORS = {"statements": "vector"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,9 @@ class Calibration:
     # value is what they add to that evidence, not how well they would rank alone.
     followers: tuple[str, ...] = ()
     follow_exponent: float = 1.0  # (p / p_lead) ** this
+    # Stages without a model of their own that weigh as another stage does: "statements" is
+    # the vector search over the statements a question asks about (no dataset to fit it on).
+    mirrors: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_MIRRORS))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "json") -> Calibration:
@@ -87,6 +91,7 @@ class Calibration:
             str(data.get("source", source)),
             tuple(data.get("followers", ())),
             float(data.get("follow_exponent", 1.0)),
+            dict(data.get("mirrors", DEFAULT_MIRRORS)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +101,7 @@ class Calibration:
             "depth_floor": self.depth_floor,
             "followers": list(self.followers),
             "follow_exponent": self.follow_exponent,
+            "mirrors": dict(self.mirrors),
             "models": {
                 stage: {
                     "bias": m.bias,
@@ -168,7 +174,21 @@ def stage_weights(
             chosen[stage] = StageWeight(stage, 1.0, depth, None, "no calibration: weight 1", own)
         else:
             chosen[stage] = _calibrated(stage, own, depth, model, calibration)
-    return _follow_the_lead(chosen, calibration.followers, calibration.follow_exponent)
+    chosen = _follow_the_lead(chosen, calibration.followers, calibration.follow_exponent)
+    return _mirror(chosen, calibration.mirrors, fixed)
+
+
+def _mirror(
+    chosen: dict[str, StageWeight], mirrors: Mapping[str, str], fixed: Mapping[str, float]
+) -> dict[str, StageWeight]:
+    """A mirroring stage with candidates (and no weight asked for) takes its model's weight."""
+    for name, model in mirrors.items():
+        w, lead = chosen.get(name), chosen.get(model)
+        if w is None or lead is None or w.depth == 0 or name in fixed:
+            continue
+        rule = f"weighs as {model}: {lead.weight:.4g}"
+        chosen[name] = StageWeight(name, lead.weight, w.depth, lead.probability, rule, w.signals)
+    return chosen
 
 
 def _follow_the_lead(

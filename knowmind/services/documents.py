@@ -44,6 +44,7 @@ INGEST_DOCUMENT_JOB = "ingest_document"  # handled by services.document_jobs
 class ClientChunk:
     content: str
     embedding: list[float]
+    kind: str | None = None  # a tagged statement (contract.limits.STATEMENT_KINDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,11 +112,11 @@ class DocumentService(MemoryWriter):
             unchanged = await self._unchanged(conn, tenant, draft, norm_title, title, sha)
         if unchanged is not None:
             return unchanged
-        if background and not self._client_embedded(draft):
+        if background and not draft.chunks:  # client chunks: a knowmind upload, stored now
             contents = self._server_chunks(draft)
             if 0 < self.ingest.async_document_chunks < len(contents):
                 return await self._accept(who, draft, norm_title, len(contents))
-        contents, embeddings, embedded_by = await self._chunks(draft, title, str(tenant))
+        chunks = await self._chunks(draft, title, str(tenant))
         async with self.db.tenant_tx(tenant, write=True) as conn:
             existing = await self._existing(conn, tenant, draft, norm_title, lock=True)
             current = existing.version if existing else 0
@@ -140,8 +141,9 @@ class DocumentService(MemoryWriter):
                     document_id=document_id,
                 ),
                 language=self.language_of(who.language, draft.content),
-                contents=contents,
-                embeddings=embeddings,
+                contents=chunks.contents,
+                embeddings=chunks.embeddings,
+                kinds=chunks.kinds,
                 graph=self.graph,
                 relations=draft.relations,
             )
@@ -152,7 +154,7 @@ class DocumentService(MemoryWriter):
         if note:
             log.info("documents.client_embeddings_refused", reason=note)
         return DocumentResult(
-            document_id, stored.id, stored.chunks, status, stored.job_id, embedded_by, note
+            document_id, stored.id, stored.chunks, status, stored.job_id, chunks.embedded_by, note
         )
 
     async def _unchanged(
@@ -276,19 +278,35 @@ class DocumentService(MemoryWriter):
             draft.content, self.ingest.chunk_target_chars, self.ingest.chunk_overlap_chars
         ) or [draft.content.strip()]
 
-    async def _chunks(
-        self, draft: DocumentDraft, title: str, owner: str
-    ) -> tuple[list[str], np.ndarray, str]:
+    async def _chunks(self, draft: DocumentDraft, title: str, owner: str) -> _Chunks:
         """Client chunks with their embeddings when they were made with our model and
-        dimension; otherwise the server chunks the Markdown and embeds (``owner``: the tenant,
-        for its turn in the embedding queue)."""
+        dimension; otherwise the server chunks the Markdown and embeds it, with the client's
+        tagged statements (``owner``: the tenant, for its turn in the embedding queue)."""
         if self._client_embedded(draft):
             vectors = np.asarray([c.embedding for c in draft.chunks], dtype=np.float32)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            return [c.content for c in draft.chunks], vectors / np.maximum(norms, 1e-12), "client"
-        contents = self._server_chunks(draft)
+            return _Chunks(
+                [c.content for c in draft.chunks],
+                vectors / np.maximum(norms, 1e-12),
+                [c.kind for c in draft.chunks],
+                "client",
+            )
+        statements = [c for c in draft.chunks if c.kind is not None]
+        contents = self._server_chunks(draft) + [c.content for c in statements]
+        kinds = [None] * (len(contents) - len(statements)) + [c.kind for c in statements]
         texts = [passage_text(title, c) for c in contents]
-        return contents, await self.embedder.embed_passages(texts, owner), "server"
+        vectors = await self.embedder.embed_passages(texts, owner)
+        return _Chunks(contents, vectors, kinds, "server")
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """What a document is stored as: chunk texts, their vectors and statement kinds."""
+
+    contents: list[str]
+    embeddings: np.ndarray
+    kinds: list[str | None]
+    embedded_by: str  # "client" or "server"
 
 
 def _title_from(content: str) -> str:

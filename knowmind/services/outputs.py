@@ -65,7 +65,16 @@ def memory_preview(row: MemoryRow) -> dict[str, Any]:
     return preview
 
 
-_HIT_ATTRS = ("memory_id", "chunk_id", "title", "content", "source", "memory_type", "created_at")
+_HIT_ATTRS = (
+    "memory_id",
+    "chunk_id",
+    "title",
+    "content",
+    "source",
+    "memory_type",
+    "created_at",
+    "kind",
+)
 
 
 def recall_hit(hit: RecalledMemory, *, with_stages: bool = True) -> dict[str, Any]:
@@ -104,6 +113,7 @@ def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
                 "title": hit.chunk.title,
                 "source": hit.chunk.source,
                 "memory_type": hit.chunk.memory_type,
+                **({"type": hit.chunk.kind} if hit.chunk.kind else {}),
             },
         }
         for hit in outcome.results

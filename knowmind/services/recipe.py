@@ -64,6 +64,7 @@ async def insert_memory(
     embeddings: np.ndarray,
     graph: GraphService,
     relations: Sequence[InlineRelation] = (),
+    kinds: Sequence[str | None] = (),
 ) -> StoredMemory | None:
     """None when a current memory with the same content exists (nothing was written).
 
@@ -80,6 +81,7 @@ async def insert_memory(
         context=memory.title,
         contents=contents,
         embeddings=embeddings,
+        kinds=kinds,
     )
     if relations:
         await graph.attach_inline_relations(conn, tenant, memory_id, list(relations))

@@ -106,9 +106,9 @@ async def insert_memory(conn: AsyncConnection, tenant_id: UUID, memory: NewMemor
 
 
 _INSERT_CHUNK = text(
-    "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, embedding) "
-    "VALUES (:tenant, :memory, :ordinal, :content, :context, CAST(:language AS regconfig), "
-    ":embedding)"
+    "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, embedding, "
+    "kind) VALUES (:tenant, :memory, :ordinal, :content, :context, "
+    "CAST(:language AS regconfig), :embedding, :kind)"
 ).bindparams(bindparam("embedding", type_=Vector()))
 
 
@@ -121,7 +121,10 @@ async def insert_chunks(
     context: str | None,
     contents: Sequence[str],
     embeddings: np.ndarray,
+    kinds: Sequence[str | None] = (),
 ) -> int:
+    """``kinds``: each chunk's statement kind (``contract.limits.STATEMENT_KINDS``), None or
+    absent for a plain chunk."""
     rows = [
         {
             "tenant": tenant_id,
@@ -131,6 +134,7 @@ async def insert_chunks(
             "context": context,
             "language": language,
             "embedding": embeddings[i],
+            "kind": kinds[i] if i < len(kinds) else None,
         }
         for i, content in enumerate(contents)
     ]

@@ -60,3 +60,4 @@ class ChunkHit(msgspec.Struct, frozen=True):
     source: str | None
     memory_type: str
     created_at: datetime
+    kind: str | None = None  # a tagged statement's kind (contract.limits.STATEMENT_KINDS)

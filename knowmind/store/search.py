@@ -86,7 +86,7 @@ async def fetch_chunks(conn: Conn, tenant_id: UUID, chunk_ids: list[UUID]) -> di
         conn,
         (
             "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
-            "m.created_at FROM chunks c JOIN memories m "
+            "m.created_at, c.kind FROM chunks c JOIN memories m "
             "ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
             "WHERE c.tenant_id = :tenant AND c.id = ANY(:ids)"
         ),

@@ -25,6 +25,7 @@ index and filtering first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 from uuid import UUID
 
@@ -47,6 +48,7 @@ __all__ = [
     "VectorPath",
     "choose_vector_path",
     "explain_vector_search",
+    "statement_candidates",
     "vector_candidates",
 ]
 
@@ -156,3 +158,31 @@ async def explain_vector_search(
     async with one_transaction(conn, _settings(path, filters, max(100, limit))) as tx:
         rows = await fetch(tx, "EXPLAIN " + statement, params)
     return "\n".join(str(r[0]) for r in rows)
+
+
+async def statement_candidates(
+    conn: Conn,
+    tenant_id: UUID,
+    embedding: np.ndarray,
+    filters: MemoryFilters,
+    kinds: Sequence[str],
+    limit: int,
+) -> list[tuple[UUID, UUID, float]]:
+    """(chunk id, memory id, cosine similarity) of the tenant's statement chunks of ``kinds``,
+    nearest first: exact, through the partial index of tagged chunks (``chunks_statements``);
+    a tenant's statements are a few per document."""
+    where, params = filters.sql()
+    params |= {
+        "tenant": tenant_id,
+        "embedding": vector_text(embedding),
+        "kinds": list(kinds),
+        "limit": limit,
+    }
+    sql = (
+        "SELECT id, memory_id, 1 - distance FROM ("
+        f"{_SELECT} WHERE c.tenant_id = :tenant AND c.kind IS NOT NULL"
+        f" AND c.kind = ANY(:kinds){where} OFFSET 0) AS statements"
+        " ORDER BY distance, id LIMIT :limit"
+    )
+    rows = await fetch(conn, sql, params)
+    return [(r[0], r[1], float(r[2])) for r in rows]

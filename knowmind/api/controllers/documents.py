@@ -129,7 +129,7 @@ class KnowmindUploadController(Controller):
             content=data.content,
             title=data.title,
             replace_document_id=data.replace_document_id,
-            chunks=tuple(ClientChunk(c.content, c.embedding) for c in data.chunks or []),
+            chunks=tuple(ClientChunk(c.content, c.embedding, c.kind) for c in data.chunks or []),
             embedding_model=data.embedding_model,
         )
         result = await runtime.documents.upload(principal, draft)
