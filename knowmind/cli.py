@@ -8,9 +8,10 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
@@ -24,6 +25,9 @@ from knowmind.services.admin import AdminService
 from knowmind.services.auth import new_admin_token
 from knowmind.services.tenant_index import TenantIndexService
 from knowmind.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from knowmind.client.jsonl import JsonLine
 
 __all__ = ["main"]
 
@@ -316,28 +320,70 @@ def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, object]]:
-    """(line number, parsed JSON or an ItemError) for every non-blank line."""
-    import json
-
-    from knowmind.services.batch import ItemError
-
-    items: list[tuple[int, object]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                items.append((number, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                items.append((number, ItemError("", f"malformed JSON ({exc.msg})")))
-    return items
-
-
 def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
-    """Memories from a JSON Lines file (one ``POST /v1/memories`` body per line) straight into
-    the database, in batches of 100 through the batch service; extraction jobs are queued for
-    the server's (or ``knowmind worker``'s) job worker."""
+    """Memories from a JSON Lines file (one ``POST /v1/memories`` body per line): to a running
+    server over HTTP (``--url``/``--token``), or with ``--tenant`` straight into the database."""
+    from knowmind.client.jsonl import read_jsonl
+
+    if not args.file.is_file():
+        raise InvalidInputError("file", f"{args.file} is not a readable file")
+    lines = read_jsonl(args.file)
+    if args.tenant is None:
+        if not args.url or not args.token:
+            print(
+                "knowmind import: give --url and --token (or KNOWMIND_URL, KNOWMIND_TOKEN) "
+                "to import through a server, or --tenant to write to the database directly",
+                file=sys.stderr,
+            )
+            return 2
+        counts = _import_over_http(args, lines)
+    else:
+        counts = _import_into_database(settings, args, lines)
+    if counts is None:
+        return 1
+    print(
+        f"{args.file}: {counts['created']} created, {counts['unchanged']} unchanged, "
+        f"{counts['error']} failed"
+    )
+    return 1 if counts["error"] else 0
+
+
+def _import_over_http(args: argparse.Namespace, lines: list[JsonLine]) -> dict[str, int] | None:
+    """Through ``POST /v1/memories/batch`` (the Python client: retries on 429/503)."""
+    import httpx
+    from tqdm import tqdm
+
+    from knowmind.client import Knowmind, KnowmindAPIError
+    from knowmind.client.jsonl import LineResult, import_lines
+
+    bar = tqdm(total=len(lines), unit="memory", desc=args.file.name, file=sys.stderr)
+
+    def progress(results: Sequence[LineResult]) -> None:
+        for result in results:
+            if result.error is not None:
+                bar.write(f"line {result.number}: {result.error}", sys.stderr)
+        bar.update(len(results))
+
+    try:
+        with Knowmind(args.url, args.token) as client:
+            summary = import_lines(client, lines, on_batch=progress)
+    except (KnowmindAPIError, httpx.HTTPError) as exc:
+        bar.close()
+        print(
+            f"knowmind import: stopped after {bar.n} of {len(lines)} lines: {exc}. Lines stored "
+            "already answer 'unchanged' when you run it again.",
+            file=sys.stderr,
+        )
+        return None
+    bar.close()
+    return {"created": summary.created, "unchanged": summary.unchanged, "error": summary.failed}
+
+
+def _import_into_database(
+    settings: Settings, args: argparse.Namespace, lines: list[JsonLine]
+) -> dict[str, int]:
+    """Straight into the database, in batches of 100 through the batch service; extraction
+    jobs are queued for the server's (or ``knowmind worker``'s) job worker."""
     from tqdm import tqdm
 
     from knowmind.api.batch_schemas import draft_or_error
@@ -345,9 +391,6 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     from knowmind.services.auth import Principal
     from knowmind.services.batch import MAX_BATCH_ITEMS, ItemError, remember_batch
 
-    if not args.file.is_file():
-        raise InvalidInputError("file", f"{args.file} is not a readable file")
-    lines = _read_jsonl(args.file)
     embedder = build_embedder(settings.models.embedder, settings.models.embedder_threads)
     counts = {"created": 0, "unchanged": 0, "error": 0}
 
@@ -359,14 +402,19 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
             bar = tqdm(total=len(lines), unit="memory", desc=args.file.name, file=sys.stderr)
             for start in range(0, len(lines), MAX_BATCH_ITEMS):
                 part = lines[start : start + MAX_BATCH_ITEMS]
-                items = [i if isinstance(i, ItemError) else draft_or_error(i) for _, i in part]
-                for (number, _), result in zip(
+                items = [
+                    ItemError("", line.error) if line.error else draft_or_error(line.item)
+                    for line in part
+                ]
+                for line, result in zip(
                     part, await remember_batch(runtime.memories, who, items), strict=True
                 ):
                     counts[result.status] += 1
                     if result.error is not None:
                         where = result.error.field or "item"
-                        bar.write(f"line {number}: {where}: {result.error.message}", sys.stderr)
+                        bar.write(
+                            f"line {line.number}: {where}: {result.error.message}", sys.stderr
+                        )
                 bar.update(len(part))
             bar.close()
             await runtime.admin.refresh_statistics()  # the planner should know the new rows
@@ -375,11 +423,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
 
     with database(settings) as settings:
         asyncio.run(run())
-    print(
-        f"{args.file}: {counts['created']} created, {counts['unchanged']} unchanged, "
-        f"{counts['error']} failed"
-    )
-    return 1 if counts["error"] else 0
+    return counts
 
 
 def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
@@ -473,7 +517,13 @@ def build_parser() -> argparse.ArgumentParser:
         "import", help="import memories from a JSON Lines file (one memory per line)"
     )
     load.add_argument("file", type=Path, help="FILE.jsonl: one POST /v1/memories body per line")
-    load.add_argument("--tenant", required=True, type=UUID)
+    load.add_argument("--url", default=os.environ.get("KNOWMIND_URL"), help="or KNOWMIND_URL")
+    load.add_argument(
+        "--token", default=os.environ.get("KNOWMIND_TOKEN"), help="or $KNOWMIND_TOKEN"
+    )
+    load.add_argument(
+        "--tenant", type=UUID, help="write into the database directly (no server; local admin)"
+    )
     load.set_defaults(fn=cmd_import)
     models = sub.add_parser("models", help="model weights").add_subparsers(
         dest="action", required=True

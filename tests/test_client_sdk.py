@@ -90,3 +90,56 @@ def test_the_cli_recalls_over_http(server):
     )
     assert answer.returncode == 0, answer.stderr
     assert "Sonntag um drei Uhr" in answer.stdout and "1 results in" in answer.stdout
+
+
+def test_the_cli_imports_jsonl_over_http(server, tmp_path):
+    """``knowmind import FILE --url --token``: batches through the server, a line that cannot be
+    stored is reported by its number and the rest is stored; a second run stores nothing twice."""
+    import json
+
+    base, _ = server
+    token = tenant_token(base, ADMIN_TOKEN, "import", ["read", "write"])
+    lines = [
+        json.dumps({"content": f"Lager {i} liegt in Halle {i % 7}.", "tags": ["lager"]})
+        for i in range(140)
+    ]
+    lines[0] = json.dumps({"content": "Die Ersatzteile der Turbinen liegen in Halle Nord."})
+    lines[10] = "{not json"  # line 11
+    lines[50] = json.dumps(["an", "array"])  # line 51
+    lines[120] = json.dumps({"content": "   "})  # line 121
+    source = tmp_path / "lager.jsonl"
+    source.write_text("\n".join(lines) + "\n\n")
+    env = {"PATH": "/usr/bin:/bin", "KNOWMIND_URL": base, "KNOWMIND_TOKEN": token}
+
+    def run_import() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "knowmind", "import", str(source)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    first = run_import()
+    assert first.returncode == 1, first.stderr  # some lines failed
+    assert "137 created, 0 unchanged, 3 failed" in first.stdout, first.stdout
+    assert "line 11: malformed JSON" in first.stderr
+    assert "line 51: item: must be a JSON object" in first.stderr
+    assert "line 121: content:" in first.stderr
+    assert "140/140" in first.stderr  # the progress bar reached the end
+    with Knowmind(base, token) as km:
+        assert km.stats()["memories"] == 137
+        top = km.recall("Wo liegen die Turbinen-Ersatzteile?", k=1).results[0]
+        assert top.content == "Die Ersatzteile der Turbinen liegen in Halle Nord."
+    again = run_import()
+    assert "0 created, 137 unchanged, 3 failed" in again.stdout, again.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "knowmind", "import", str(source)],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2 and "--url and --token" in missing.stderr
