@@ -33,6 +33,7 @@ from knowmind.api.reference import ReferencePage
 from knowmind.api.strict_body import strict_body_guard
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.logging import RequestLogMiddleware, configure_logging
+from knowmind.metrics import enable_tenant_label
 from knowmind.models.base import Embedder
 from knowmind.runtime import Runtime
 from knowmind.settings import Settings
@@ -53,6 +54,7 @@ def create_app(
     """``settings.database.database_url`` must point at a migrated database (``knowmind serve``
     does it); ``embedded``: the embedded server it runs on, restarted if it dies."""
     configure_logging(settings.server.log_format, settings.server.log_level)
+    enable_tenant_label(settings.server.metrics_tenant_label == "on")
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

@@ -13,6 +13,8 @@ import structlog
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from knowmind.metrics import observe_tenant_request
+
 __all__ = ["RequestLogMiddleware", "configure_logging", "log_processors"]
 
 _REQUEST_ID = "x-request-id"
@@ -116,6 +118,7 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             principal = scope.get("state", {}).get("principal")
+            observe_tenant_request(principal.tenant_id if principal else None, status)
             self.log.info(
                 "request",
                 method=scope.get("method"),

@@ -90,6 +90,13 @@ class ServerSettings:
     run_workers: str = field(
         default="on", metadata={"doc": "`on`: the server runs the job and mirror workers"}
     )
+    metrics_tenant_label: str = field(
+        default="off",
+        metadata={
+            "doc": "`on`: /metrics also counts requests and times recalls per tenant (labelled "
+            "with tenant ids; one series per tenant)"
+        },
+    )
 
     @property
     def admin_token_file(self) -> Path:
@@ -424,6 +431,8 @@ class Settings:
             raise SettingsError("KNOWMIND_QUERY_MODEL must be auto, separate or shared")
         if server.run_workers not in {"on", "off"}:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
+        if server.metrics_tenant_label not in {"on", "off"}:
+            raise SettingsError("KNOWMIND_METRICS_TENANT_LABEL must be on or off")
         switches = (
             (self.recall, "bm25_typos"),
             (self.recall, "bm25_compounds"),

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import ADMIN_HEADERS
+import pytest
+from litestar.testing import AsyncTestClient
+
+from knowmind.app import create_app
+from knowmind.metrics import enable_tenant_label
+from knowmind.settings import Settings, SettingsError
+from tests.conftest import ADMIN_HEADERS, make_tenant
 
 
 async def test_metrics_count_routes_by_template_and_time_recall_stages(client, tenant):
@@ -40,3 +46,25 @@ async def test_metrics_count_routes_by_template_and_time_recall_stages(client, t
     assert re.search(r'^knowmind_jobs\{state="waiting"\} \d', text, re.M)
     # nothing that names a tenant or a stored thing
     assert tenant.id not in text and memory_id not in text and "Kantine" not in text
+
+
+async def test_the_tenant_label_only_when_opted_in(settings, embedder):
+    """KNOWMIND_METRICS_TENANT_LABEL=on: requests by tenant and status class, recall latency by
+    tenant (the tenant's id, never its name). Runs last here: the registry is the process's."""
+    app = create_app(settings.with_overrides(metrics_tenant_label="on"), embedder=embedder)
+    try:
+        async with AsyncTestClient(app=app) as client:
+            tenant = await make_tenant(client)
+            await client.post("/v1/recall", json={"query": "Wer?"}, headers=tenant.read)
+            await client.post("/v1/recall", json={"query": "Wer?", "k": 99}, headers=tenant.read)
+            text = (await client.get("/metrics", headers=ADMIN_HEADERS)).text
+    finally:
+        enable_tenant_label(False)
+    ok = rf'^knowmind_tenant_requests_total\{{status="2xx",tenant="{tenant.id}"\}} ([0-9.]+)$'
+    refused = rf'^knowmind_tenant_requests_total\{{status="4xx",tenant="{tenant.id}"\}} 1\.0$'
+    assert re.search(ok, text, re.M) and re.search(refused, text, re.M), text[-3000:]
+    assert re.search(
+        rf'^knowmind_tenant_recall_seconds_count\{{tenant="{tenant.id}"\}} 1\.0$', text, re.M
+    )
+    with pytest.raises(SettingsError, match="KNOWMIND_METRICS_TENANT_LABEL"):
+        Settings.from_env({"KNOWMIND_METRICS_TENANT_LABEL": "yes"})

@@ -31,5 +31,5 @@ class RecallService:
             candidates=max(self.candidates, request.k),
         )
         outcome = await self.pipeline.recall(resolved)
-        observe_recall_timings(outcome.timings_ms)
+        observe_recall_timings(outcome.timings_ms, resolved.tenant_id)
         return outcome
