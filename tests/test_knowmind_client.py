@@ -73,7 +73,9 @@ def _env(root: Path) -> dict[str, str]:
     return {**keep, "HOME": str(home), "USERPROFILE": str(home)}
 
 
-def run(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    root: Path, *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     assert NODE is not None and CLIENT is not None
     return subprocess.run(
         [NODE, str(CLIENT / "bin" / "knowmind.js"), *args],
@@ -82,7 +84,7 @@ def run(root: Path, *args: str, stdin: str | None = None) -> subprocess.Complete
         text=True,
         timeout=120,
         env=_env(root),
-        cwd=root,
+        cwd=cwd or root,
         check=False,
     )
 
@@ -190,6 +192,42 @@ def test_the_mcp_stdio_bridge(server):
     assert recalled["hits"][0]["content"].startswith("Die Kantine in Kassel")
     assert recalled["hits"][0]["metadata"]["source_id"] == stored["id"]
     assert recalled["latency_ms"] > 0
+
+
+def test_the_init_hook_injects_the_hits_as_text(server):
+    """``knowmind init --client claude-code`` writes a UserPromptSubmit hook that asks
+    ``knowmind_recall`` before each question and prints the hits as lines of text (before the
+    server answered ``hits`` it printed the raw JSON)."""
+    base, token, root = server
+    fact = "Die Poststelle im Werk Göttingen leitet Frau Ilse Brandt seit dem Frühjahr."
+    auth = {"Authorization": f"Bearer {token}"}
+    stored = httpx.post(f"{base}/v1/memories?wait=true", json={"content": fact}, headers=auth)
+    assert stored.status_code == 201, stored.text
+    project = root / "project"
+    project.mkdir()
+    ok(run(root, "init", "--client", "claude-code", "--token", token, "--api", base, cwd=project))
+    hook = project / ".claude" / "hooks" / "knowmind_recall.mjs"
+    assert hook.exists() and "knowmind" in (project / "CLAUDE.md").read_text()
+    assert NODE is not None
+    prompt = json.dumps({"prompt": "Wer leitet die Poststelle in Göttingen?"})
+    injected = subprocess.run(
+        [NODE, str(hook)],
+        input=prompt,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(root),
+        cwd=project,
+        check=False,
+    )
+    assert injected.returncode == 0, injected.stderr
+    out = injected.stdout
+    assert "knowmind RECALL (auto)" in out, out
+    first = next(line for line in out.splitlines() if line.startswith("• "))
+    assert re.match(r"• Die Poststelle im Werk .* \((1\.00|0\.\d\d)\): Die Poststelle im", first), (
+        out
+    )
+    assert '"hits"' not in out and "{" not in out  # text, not the JSON it used to inject
 
 
 def test_discovery_without_a_token(server):

@@ -87,7 +87,10 @@ PredicateName = Annotated[
 Description = Annotated[str, Meta(max_length=DESCRIPTION_MAX_CHARS, pattern=NO_NUL)]
 Reason = Annotated[str, Meta(max_length=REASON_MAX_CHARS, pattern=NO_NUL)]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
-Query = Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NO_NUL)]
+Query = Annotated[
+    str,
+    Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NO_NUL, extra_json_schema=NOT_BLANK),
+]
 K = Annotated[int, Meta(ge=K_MIN, le=K_MAX)]
 Hops = Annotated[int, Meta(ge=HOPS_MIN, le=HOPS_MAX, description="graph hops; 0 = no graph stage")]
 MemoryType = Literal["semantic", "episodic", "procedural", "reference"]

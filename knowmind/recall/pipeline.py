@@ -64,6 +64,9 @@ class RecallOutcome:
     stage_rankings: dict[str, list[tuple[UUID, float]]] = field(default_factory=dict)
     stage_weights: dict[str, StageWeight] = field(default_factory=dict)
     signals: dict[str, dict[str, float]] = field(default_factory=dict)  # as reported
+    # the fused score of a memory every contributing stage ranked first (scores / this: a
+    # share in (0, 1]); 0 when nothing was fused
+    best_score: float = 0.0
 
 
 @dataclass(slots=True)
@@ -175,7 +178,15 @@ class RecallPipeline:
                 "ppr_top": ctx.explain.get("ppr_top", []),
                 **{k: v for k, v in ctx.explain.items() if k not in ("seeds", "ppr_top")},
             }
-        return RecallOutcome(results, timings, reasons, explain, rankings, chosen, evidence)
+        best = self._best_score(chosen, query.fusion or self.fusion)
+        return RecallOutcome(results, timings, reasons, explain, rankings, chosen, evidence, best)
+
+    def _best_score(self, chosen: Mapping[str, StageWeight], method: str) -> float:
+        """What a memory ranked first by every stage with candidates would score."""
+        weights = [w.weight for w in chosen.values() if w.depth > 0]
+        if method == "convex":
+            return 1.0 if any(w > 0 for w in weights) else 0.0
+        return sum(weights) / (self.rrf_k + 1)
 
     def _weights(
         self,

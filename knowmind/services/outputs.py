@@ -102,14 +102,16 @@ def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
     """The MCP recall tools' answer: ours (``results``, ``degraded``) plus what knowmind's
     clients read: ``hits`` (``chunk_id``, ``content``, ``score``, ``metadata`` with
     ``source_id``, ``name``, ``title``) and ``latency_ms``."""
+    best = outcome.best_score
     hits = [
         {
             "chunk_id": hit.chunk.chunk_id,
             "content": hit.chunk.content,
-            "score": round(hit.score, 6),
+            # a share of the best possible fused score: 1.0 = first in every stage that ran
+            "score": round(min(1.0, hit.score / best), 4) if best > 0 else 0.0,
             "metadata": {
                 "source_id": hit.chunk.memory_id,
-                "name": hit.chunk.title or hit.chunk.source or str(hit.chunk.memory_id),
+                "name": hit.chunk.title or hit.chunk.source or _excerpt(hit.chunk.content),
                 "title": hit.chunk.title,
                 "source": hit.chunk.source,
                 "memory_type": hit.chunk.memory_type,
@@ -120,6 +122,12 @@ def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
     ]
     latency = round(outcome.timings_ms.get("total", 0.0), 1)
     return {**recall_result(outcome, with_stages=False), "hits": hits, "latency_ms": latency}
+
+
+def _excerpt(content: str, chars: int = 60) -> str:
+    """A memory without title or source is named by its opening words."""
+    words = " ".join(content.split())
+    return words if len(words) <= chars else words[:chars].rsplit(" ", 1)[0] + " …"
 
 
 def remembered(done: Remembered) -> dict[str, Any]:
