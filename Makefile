@@ -12,8 +12,10 @@ $(BIN)/python:
 
 TEST_STAMP := $(VENV)/.knowmind-test-installed
 
+# The embedded LLM's weights (98 MB, sha256-checked) go to the user cache; kept across installs.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(BIN)/knowmind models pull-llm
 	touch $(STAMP)
 
 # The test suite also exercises the optional backends: `ml` (sentence-transformers, FlagEmbedding)

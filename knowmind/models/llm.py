@@ -1,0 +1,137 @@
+"""Language models behind one small interface, chosen by name from a registry.
+
+``KNOWMIND_LLM_PROVIDER`` names the provider:
+
+- ``embedded``: a small instruct model (GGUF) in this process through llama.cpp (``xllamacpp``),
+  offline on the CPU — the default where its weights are on the machine (``knowmind models
+  pull-llm``); tiny, so it exercises the mechanics, not answer quality (models/llm_embedded.py);
+- ``openai``: any server speaking OpenAI's chat-completions protocol — Ollama, vLLM, llama.cpp's
+  server, hosted APIs (``KNOWMIND_LLM_BASE_URL``, ``KNOWMIND_LLM_API_KEY``): the production path
+  (models/llm_openai.py);
+- ``auto`` (default): ``embedded`` when its weights are here, else none (and said so);
+- ``none``: no language model.
+
+A provider that cannot answer (down, timed out, an unknown model) raises
+:class:`LLMUnavailableError` with the reason; callers report it as ``degraded``, never
+substitute another model silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "LLM",
+    "LLM_PROVIDERS",
+    "Completion",
+    "LLMSetup",
+    "LLMSpecError",
+    "LLMUnavailableError",
+    "Message",
+    "build_llm",
+    "check_llm_provider",
+    "resolve_llm_model",
+]
+
+Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
+
+
+class LLMUnavailableError(RuntimeError):
+    """The provider could not answer; the message says why (for ``degraded``)."""
+
+
+class LLMSpecError(ValueError):
+    """``KNOWMIND_LLM_PROVIDER`` names no known provider."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None = None  # "stop", "length", …
+
+
+class LLM(Protocol):
+    provider: str
+    model: str
+
+    async def complete(
+        self, messages: Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0
+    ) -> Completion: ...
+
+    def stream(
+        self, messages: Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0
+    ) -> AsyncIterator[str]:
+        """The completion's text piece by piece, as the model produces it."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSetup:
+    """What the providers are built from (the ``llm`` settings group, flattened)."""
+
+    provider: str = "auto"
+    model: str = ""  # "" : the provider's default
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    retries: int = 2
+    threads: int = 1
+    weights_dir: str = ""
+
+
+def _embedded(setup: LLMSetup) -> LLM:
+    from knowmind.models.llm_embedded import EmbeddedLLM
+
+    return EmbeddedLLM.open(setup)
+
+
+def _openai(setup: LLMSetup) -> LLM:
+    from knowmind.models.llm_openai import OpenAICompatibleLLM
+
+    return OpenAICompatibleLLM.open(setup)
+
+
+LLM_PROVIDERS: dict[str, Callable[[LLMSetup], LLM]] = {
+    "embedded": _embedded,
+    "openai": _openai,
+}
+_CHOICES = ("auto", "none", *LLM_PROVIDERS)
+
+
+def check_llm_provider(name: str) -> None:
+    if name not in _CHOICES:
+        raise LLMSpecError(f"KNOWMIND_LLM_PROVIDER={name!r}: expected one of {', '.join(_CHOICES)}")
+
+
+def build_llm(setup: LLMSetup) -> tuple[LLM | None, str | None]:
+    """The configured model, or None and why there is none (``auto`` without weights, ``none``,
+    a provider that cannot start)."""
+    check_llm_provider(setup.provider)
+    if setup.provider == "none":
+        return None, "no language model configured (KNOWMIND_LLM_PROVIDER=none)"
+    name = setup.provider
+    if name == "auto":
+        from knowmind.models.llm_embedded import embedded_weights
+
+        if embedded_weights(setup) is None:
+            return None, (
+                "auto: the embedded model's weights are not on this machine (knowmind models "
+                "pull-llm), and no KNOWMIND_LLM_PROVIDER=openai server is configured"
+            )
+        name = "embedded"
+    try:
+        return LLM_PROVIDERS[name](setup), None
+    except LLMUnavailableError as exc:
+        return None, str(exc)
+
+
+def resolve_llm_model(*candidates: str | None, default: str) -> str:
+    """The most specific model named: the request's, then the tenant's, then the server's."""
+    return next((c for c in candidates if c), default)
