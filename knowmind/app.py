@@ -13,6 +13,7 @@ from litestar.openapi import OpenAPIConfig
 
 from knowmind import __version__
 from knowmind.api.controllers.admin import AdminController
+from knowmind.api.controllers.answer import AnswerController
 from knowmind.api.controllers.batch import BatchController
 from knowmind.api.controllers.documents import DocumentController, KnowmindUploadController
 from knowmind.api.controllers.graph import (
@@ -84,6 +85,7 @@ def create_app(
             DocumentController,
             KnowmindUploadController,
             MetricsController,
+            AnswerController,
         ],
         lifespan=[lifespan],
         guards=[auth_guard, strict_body_guard],

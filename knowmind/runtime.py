@@ -23,6 +23,7 @@ from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
 from knowmind.services.admin import AdminService
+from knowmind.services.answer import AnswerService
 from knowmind.services.audit import AuditService
 from knowmind.services.document_jobs import DocumentIngestJob
 from knowmind.services.documents import INGEST_DOCUMENT_JOB, DocumentService
@@ -90,6 +91,7 @@ class Runtime:
     admin: AdminService
     memories: MemoryService
     recall: RecallService
+    answers: AnswerService
     graph: GraphService
     jobs: JobService
     job_worker: JobWorker
@@ -182,6 +184,7 @@ class Runtime:
         warmup = WarmUp(executor, rerank)
         mirror = mirror_drainer(db, settings.graph)
         llm, no_llm = build_llm(models.llm_setup)
+        recall = RecallService(pipeline, settings.recall.recall_candidates)
         health = HealthService(
             db,
             executor,
@@ -209,7 +212,8 @@ class Runtime:
             memories=MemoryService(
                 db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
             ),
-            recall=RecallService(pipeline, settings.recall.recall_candidates),
+            recall=recall,
+            answers=AnswerService(db, recall, executor, llm, no_llm, models.llm_setup),
             graph=graph,
             jobs=JobService(db, settings.ingest.wait_timeout_seconds),
             job_worker=worker,

@@ -12,6 +12,7 @@ from typing import Any, get_args
 import msgspec
 import pytest
 
+from knowmind.api.answer_schemas import AnswerIn
 from knowmind.api.document_schemas import DocumentIn
 from knowmind.api.graph_schemas import EntityIn, LinkIn
 from knowmind.api.schemas import MemoryIn, RecallIn, RelationIn, SupersedeIn
@@ -45,6 +46,19 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
     ("knowmind_link_entities", "rel_type"): (LinkIn, "rel_type"),
     ("knowmind_link_entities", "confidence"): (LinkIn, "confidence"),
     ("knowmind_unlink_entities", "rel_type"): (LinkIn, "rel_type"),
+    **{
+        ("knowmind_answer", name): (AnswerIn, name)
+        for name in (
+            "question",
+            "k",
+            "method",
+            "compress",
+            "parent_context",
+            "rerank",
+            "llm_model",
+            "max_tokens",
+        )
+    },
 }
 #: MCP arguments without a limited REST twin (ids, instants, MCP-only paging).
 UNPAIRED = {

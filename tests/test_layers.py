@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("doors", {"api", "mcp"}, True),
     ("composition", {"runtime"}, False),
     ("services", {"services"}, False),
+    ("answers", {"answer"}, False),  # answer methods over recall and a language model
     ("workers", {"workers"}, False),  # the health service reports on the mirror drainer
     ("configuration", {"settings"}, False),  # validates names against the registries below
     ("pipelines", {"recall", "ingest"}, False),

@@ -114,3 +114,4 @@ async def test_capabilities_name_the_model(client) -> None:
     assert caps["llm"]["active"] is True and caps["llm"]["provider"] == "embedded"
     assert caps["llm"]["model"] == "smollm2-135m-instruct"
     assert caps["llm"]["providers"] == ["embedded", "openai"]
+    assert "multi_query" in caps["answer"]["methods"] and caps["answer"]["generation"] is True

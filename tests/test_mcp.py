@@ -28,6 +28,7 @@ CURRENT = {
     "knowmind_get_stats",
     "knowmind_get_health",
     "knowmind_get_schema",
+    "knowmind_answer",
 }
 ALIASES = {
     "knowmind_recall": "knowmind_recall_memories",
@@ -48,6 +49,7 @@ REQUIRED = {
     "knowmind_link_entities": ["from_id", "to_id", "rel_type"],
     "knowmind_unlink_entities": ["from_id", "to_id", "rel_type"],
     "knowmind_list_relations": ["memory_id"],
+    "knowmind_answer": ["question"],
 }
 
 

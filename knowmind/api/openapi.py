@@ -108,6 +108,8 @@ def document_statuses(app: Litestar) -> None:
             operation = getattr(item, method.lower(), None)
             if isinstance(operation, Operation):
                 _complete(operation, handler)
+        if "response_type" in handler.opt:  # a handler that answers in more than one form
+            bodies.add(handler.opt["response_type"])
         data = handler.parsed_fn_signature.parameters.get("data")
         if data is not None and isinstance(data.annotation, type):
             bodies.add(data.annotation)
@@ -199,6 +201,14 @@ def _complete(operation: Operation, handler: HTTPRouteHandler) -> None:
         ),
         None,
     )
+    if success is not None and success.content and "response_type" in handler.opt:
+        ref = Reference(ref=_REF_TEMPLATE.format(name=handler.opt["response_type"].__name__))
+        success.content["application/json"] = OpenAPIMediaType(schema=ref)
+    if success is not None and success.content and handler.opt.get("event_stream"):
+        # the same answer as server-sent events when the body asks to stream it
+        success.content["text/event-stream"] = OpenAPIMediaType(
+            schema=Schema(type=OpenAPIType.STRING)
+        )
     also: Mapping[int, str] = handler.opt.get("also", {})
     empty = {204, *handler.opt.get("empty", ())}
     for status, description in also.items():

@@ -29,6 +29,7 @@ __all__ = [
     "Hops",
     "K",
     "MemoryType",
+    "ModelName",
     "Name",
     "OptionalClassName",
     "PredicateName",
@@ -92,6 +93,7 @@ Query = Annotated[
     Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NO_NUL, extra_json_schema=NOT_BLANK),
 ]
 K = Annotated[int, Meta(ge=K_MIN, le=K_MAX)]
+ModelName = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^\S+$")]
 Hops = Annotated[int, Meta(ge=HOPS_MIN, le=HOPS_MAX, description="graph hops; 0 = no graph stage")]
 MemoryType = Literal["semantic", "episodic", "procedural", "reference"]
 TagList = Annotated[list[ShortText], Meta(max_length=MAX_TAGS)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, Unpack
 
+from knowmind.answer.methods import METHOD_NAMES, method_pattern
 from knowmind.contract import limits as c
 from knowmind.contract.limits import json_schema as _schema
 
@@ -299,5 +300,33 @@ SPECS: tuple[ToolSpec, ...] = (
         "entity classes.",
         _object({}),
         aliases=("knowmind_schema",),
+    ),
+    _read(
+        "knowmind_answer",
+        "Answer a question",
+        "Answer from the tenant's memories with a retrieval method and the tenant's language "
+        "model, citing the passages the answer names ([1], [2], …). Methods: "
+        + ", ".join(METHOD_NAMES)
+        + ". Says in degraded what could not run (no model, a step that failed).",
+        _object(
+            {
+                "question": _QUERY,
+                "k": _K,
+                "method": {
+                    "type": "string",
+                    "maxLength": 40,
+                    "pattern": method_pattern(),
+                    "default": "standard",
+                    "description": f"one of {', '.join(METHOD_NAMES)} (any case)",
+                    "errorMessage": f"must be one of {', '.join(METHOD_NAMES)}",
+                },
+                "compress": {"type": "boolean", "default": False},
+                "parent_context": {"type": "boolean", "default": False},
+                "rerank": {"type": "boolean"},
+                "llm_model": _schema(c.ModelName, "the language model (default: the tenant's)"),
+                "max_tokens": _int("most tokens the answer may have", 16, 2048, 256),
+            },
+            ("question",),
+        ),
     ),
 )

@@ -10,10 +10,12 @@ from typing import Any
 from knowmind.mcp.catalogue import SPECS, ToolSpec
 from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
+from knowmind.services.answer import AnswerRequest
 from knowmind.services.auth import Principal
 from knowmind.services.documents import DocumentDraft
 from knowmind.services.memories import MemoryDraft
 from knowmind.services.outputs import (
+    answer_result,
     client_recall_result,
     document_result,
     inline_relations,
@@ -138,6 +140,20 @@ async def get_health(rt: Runtime, who: Principal, a: Args) -> Args:
     return await rt.health.health_detail(who.tenant_id)
 
 
+async def answer(rt: Runtime, who: Principal, a: Args) -> Args:
+    request = AnswerRequest(
+        question=a["question"],
+        k=a["k"],
+        method=a["method"],
+        rerank=a.get("rerank"),
+        compress=a["compress"],
+        parent_context=a["parent_context"],
+        llm_model=a.get("llm_model"),
+        max_tokens=a["max_tokens"],
+    )
+    return answer_result(await rt.answers.answer(who, request), {})
+
+
 async def get_schema(rt: Runtime, who: Principal, a: Args) -> Args:
     return await rt.graph.schema(who)
 
@@ -156,6 +172,7 @@ _HANDLERS: dict[str, Handler] = {
     "knowmind_get_stats": get_stats,
     "knowmind_get_health": get_health,
     "knowmind_get_schema": get_schema,
+    "knowmind_answer": answer,
 }
 
 #: Every callable name, current and deprecated, to its tool.

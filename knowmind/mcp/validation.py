@@ -149,7 +149,8 @@ def _check_string(schema: dict[str, Any], value: str, path: str) -> Any:
     if "maxLength" in schema and len(value) > schema["maxLength"]:
         raise ArgumentError(path, f"must be at most {schema['maxLength']} characters long")
     if "pattern" in schema and not _regex(schema["pattern"]).search(value):
-        raise ArgumentError(path, f"must match {schema['pattern']}")
+        message = schema.get("errorMessage") or f"must match {schema['pattern']}"
+        raise ArgumentError(path, message)
     match schema.get("format"):
         case "uuid":
             try:

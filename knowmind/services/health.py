@@ -16,6 +16,7 @@ from uuid import UUID
 
 import structlog
 
+from knowmind.answer.methods import METHOD_NAMES
 from knowmind.db.engine import Database
 from knowmind.db.migrate import head_revision, revision_of
 from knowmind.graph.base import GraphReader
@@ -223,6 +224,12 @@ class HealthService:
                 "providers": sorted(LLM_PROVIDERS),
                 "model": self.facts.llm_model,
                 "reason": self.facts.llm_reason,
+            },
+            "answer": {
+                "methods": list(METHOD_NAMES),
+                "enhancers": ["compress", "parent_context", "rerank"],
+                "generation": self.facts.llm_provider != "none",
+                "unavailable": {"raptor": "no summary trees yet: answered as standard"},
             },
             "stages": list(self.pipeline.stages),
             "vector": await self._vector_indexes(),

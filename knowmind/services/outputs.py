@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from knowmind.recall.pipeline import RecalledMemory, RecallOutcome
+from knowmind.services.answer import AnswerResult
 from knowmind.services.documents import DocumentResult
 from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import Remembered
@@ -144,3 +145,43 @@ def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[InlineRelation
         InlineRelation(**{key: item[key] for key in _RELATION_FIELDS if item.get(key) is not None})
         for item in items
     )
+
+
+def answer_result(result: AnswerResult, metadata_filter: dict[str, Any]) -> dict[str, Any]:
+    """An answer as both doors show it; passages numbered as the answer cites them."""
+    return {
+        "answer": result.answer,
+        "supported": result.supported,
+        "citations": [
+            {
+                "marker": c.marker,
+                "memory_id": c.passage.memory_id,
+                "chunk_id": c.passage.chunk_id,
+                "title": c.passage.title,
+            }
+            for c in result.citations
+        ],
+        "passages": [
+            {
+                "marker": n,
+                "memory_id": p.memory_id,
+                "chunk_id": p.chunk_id,
+                "title": p.title,
+                "content": p.content,
+                "score": p.score,
+                "stages": list(p.stages),
+            }
+            for n, p in enumerate(result.passages, start=1)
+        ],
+        "method": result.method,
+        "method_details": {
+            **result.details,
+            "degraded": result.degraded,
+            "metadata_filter": metadata_filter,
+        },
+        "degraded": bool(result.degraded),
+        "degraded_reasons": result.degraded,
+        "timings_ms": result.timings_ms,
+        "tokens": result.tokens,
+        "model": result.model,
+    }

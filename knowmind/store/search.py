@@ -13,6 +13,7 @@ from knowmind.store.sql import Conn, fetch
 
 __all__ = [
     "MemoryFilters",
+    "chunk_windows",
     "connected_entities",
     "fetch_chunks",
     "first_chunks",
@@ -93,6 +94,27 @@ async def fetch_chunks(conn: Conn, tenant_id: UUID, chunk_ids: list[UUID]) -> di
         {"tenant": tenant_id, "ids": chunk_ids},
     )
     return {r[0]: ChunkHit(**r) for r in rows}
+
+
+async def chunk_windows(
+    conn: Conn, tenant_id: UUID, chunk_ids: list[UUID], reach: int = 1
+) -> dict[UUID, str]:
+    """{chunk id: its text with the ``reach`` chunks before and after it in its memory}, for
+    small-to-big context; statement chunks (tagged) are not part of a document's flow."""
+    if not chunk_ids:
+        return {}
+    rows = await fetch(
+        conn,
+        (
+            "SELECT c.id, string_agg(n.content, E'\n' ORDER BY n.ordinal) FROM chunks c "
+            "JOIN chunks n ON n.tenant_id = c.tenant_id AND n.memory_id = c.memory_id "
+            "AND n.ordinal BETWEEN c.ordinal - :reach AND c.ordinal + :reach "
+            "AND (n.kind IS NULL OR n.id = c.id) "
+            "WHERE c.tenant_id = :tenant AND c.id = ANY(:ids) GROUP BY c.id"
+        ),
+        {"tenant": tenant_id, "ids": chunk_ids, "reach": reach},
+    )
+    return {r[0]: r[1] for r in rows}
 
 
 async def first_chunks(

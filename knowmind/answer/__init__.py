@@ -1,0 +1,1 @@
+"""Answers over recall: methods, enhancers, citations (the service wires them)."""

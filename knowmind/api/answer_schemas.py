@@ -1,0 +1,69 @@
+"""Bodies of ``POST /v1/answer``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from msgspec import Meta, Struct
+
+from knowmind.answer.methods import METHOD_NAMES, method_pattern
+from knowmind.api.schemas import RecallFilters
+from knowmind.contract.limits import K_DEFAULT, K, ModelName, Query
+
+__all__ = ["AnswerIn", "AnswerOut"]
+
+
+# Checked by the service (a 422 that lists the methods); the pattern documents the same.
+Method = Annotated[
+    str,
+    Meta(
+        max_length=40,
+        description=f"one of {', '.join(METHOD_NAMES)} (any case)",
+        extra_json_schema={"pattern": method_pattern()},
+    ),
+]
+
+
+class AnswerIn(Struct):
+    question: Query
+    k: K = K_DEFAULT
+    method: Method = "standard"
+    rerank: bool | None = None
+    compress: bool = False
+    parent_context: bool = False
+    filters: RecallFilters | None = None
+    llm_model: ModelName | None = None
+    max_tokens: Annotated[int, Meta(ge=16, le=2048)] = 256
+    stream: Annotated[bool, Meta(description="server-sent events: token …, done")] = False
+
+
+class Citation(Struct):
+    marker: int
+    memory_id: UUID
+    chunk_id: UUID
+    title: str | None
+
+
+class AnswerPassage(Struct):
+    marker: int
+    memory_id: UUID
+    chunk_id: UUID
+    title: str | None
+    content: str
+    score: float
+    stages: list[str]
+
+
+class AnswerOut(Struct):
+    answer: str | None
+    supported: bool
+    citations: list[Citation]
+    passages: list[AnswerPassage]
+    method: str
+    method_details: dict[str, Any]
+    degraded: bool
+    degraded_reasons: list[str]
+    timings_ms: dict[str, float]
+    tokens: dict[str, int]
+    model: str | None

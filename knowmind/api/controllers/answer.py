@@ -1,0 +1,85 @@
+"""Answers over the tenant's memories: ``POST /v1/answer``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from litestar import Controller, Response, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+from litestar.response import ServerSentEvent
+from litestar.response.sse import ServerSentEventMessage
+from litestar.status_codes import HTTP_200_OK
+
+from knowmind.api.answer_schemas import AnswerIn, AnswerOut
+from knowmind.api.schemas import RecallFilters
+from knowmind.runtime import Runtime
+from knowmind.services.answer import AnswerRequest
+from knowmind.services.auth import Principal
+from knowmind.services.outputs import answer_result
+from knowmind.store.search import MemoryFilters
+
+__all__ = ["AnswerController"]
+
+
+def answer_request(data: AnswerIn) -> tuple[AnswerRequest, dict[str, Any]]:
+    """The service's request, and the metadata filter as the answer echoes it."""
+    f = data.filters or RecallFilters()
+    filters = MemoryFilters(
+        memory_type=f.memory_type,
+        tags=list(f.tags),
+        source=f.source,
+        domain=f.domain,
+        document_id=f.document_id,
+    )
+    request = AnswerRequest(
+        question=data.question,
+        k=data.k,
+        method=data.method,
+        rerank=data.rerank,
+        compress=data.compress,
+        parent_context=data.parent_context,
+        filters=filters,
+        llm_model=data.llm_model,
+        max_tokens=data.max_tokens,
+    )
+    echoed = {k: v for k, v in msgspec.to_builtins(f).items() if v not in (None, [])}
+    return request, echoed
+
+
+class AnswerController(Controller):
+    path = "/v1/answer"
+    tags = ["answer"]
+
+    @post(
+        "/",
+        opt={"scope": "read", "event_stream": True, "response_type": AnswerOut},
+        status_code=HTTP_200_OK,
+    )
+    async def answer(
+        self,
+        data: JSONBody[AnswerIn],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> Response[AnswerOut] | ServerSentEvent:
+        """Answer a question from the tenant's memories with a retrieval method, citing the
+        passages the answer names; ``stream: true`` sends the answer as server-sent events
+        (``token`` pieces, then ``done`` with the whole result)."""
+        request, echoed = answer_request(data)
+        if data.stream:
+            return ServerSentEvent(_events(runtime, principal, request, echoed))
+        result = await runtime.answers.answer(principal, request)
+        return Response(msgspec.convert(answer_result(result, echoed), AnswerOut))
+
+
+async def _events(
+    runtime: Runtime, who: Principal, request: AnswerRequest, echoed: dict[str, Any]
+) -> AsyncIterator[ServerSentEventMessage]:
+    async for event in runtime.answers.stream(who, request):
+        if event["event"] == "token":
+            yield ServerSentEventMessage(event="token", data=event["text"])
+        else:
+            body = msgspec.json.encode(answer_result(event["result"], echoed)).decode()
+            yield ServerSentEventMessage(event="done", data=body)

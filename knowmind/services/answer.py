@@ -1,0 +1,219 @@
+"""Answers: retrieve with the asked method (answer/methods.py), enhance the passages, generate
+with the tenant's language model, cite the sources the answer names.
+
+The model is the request's ``llm_model``, else the server's (``KNOWMIND_LLM_*``). Without a model
+the request still retrieves and returns its passages, with ``answer: null`` and the reason in
+``degraded``; a model that fails mid-way is reported the same way, never replaced.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from knowmind.answer.base import AnswerContext, MethodOutcome, Passage
+from knowmind.answer.citations import Cited, cite
+from knowmind.answer.enhancers import compress, with_parent_context
+from knowmind.answer.methods import ANSWER_METHODS, METHOD_NAMES, choose_method
+from knowmind.answer.prompts import NO_SUPPORT, answer_prompt
+from knowmind.db.engine import Database
+from knowmind.errors import InvalidInputError
+from knowmind.models.executor import EmbeddingExecutor
+from knowmind.models.llm import LLM, LLMSetup, LLMUnavailableError, Message
+from knowmind.recall.base import RecallRequest
+from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.recall import RecallService
+from knowmind.store.search import MemoryFilters
+
+__all__ = ["AnswerRequest", "AnswerResult", "AnswerService"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerRequest:
+    question: str
+    k: int = 5
+    method: str = "standard"
+    rerank: bool | None = None
+    compress: bool = False
+    parent_context: bool = False
+    filters: MemoryFilters = field(default_factory=MemoryFilters)
+    llm_model: str | None = None
+    max_tokens: int = 256
+
+
+@dataclass(slots=True)
+class AnswerResult:
+    answer: str | None
+    supported: bool
+    citations: list[Cited]
+    passages: list[Passage]
+    method: str
+    details: dict[str, Any]
+    degraded: list[str]
+    timings_ms: dict[str, float]
+    tokens: dict[str, int]
+    model: str | None
+
+
+class AnswerService:
+    def __init__(
+        self,
+        db: Database,
+        recall: RecallService,
+        embedder: EmbeddingExecutor,
+        llm: LLM | None,
+        llm_reason: str | None,
+        llm_setup: LLMSetup,
+    ) -> None:
+        self.db, self.recall, self.embedder = db, recall, embedder
+        self.llm, self.llm_reason, self.llm_setup = llm, llm_reason, llm_setup
+
+    async def answer(self, who: Principal, request: AnswerRequest) -> AnswerResult:
+        started = time.perf_counter()
+        ctx, result, prompt = await self._prepare(who, request)
+        if ctx is not None and prompt is not None:
+            try:
+                self._finish(result, await ctx.ask("generate", prompt))
+            except LLMUnavailableError as exc:
+                result.degraded.append(f"generate: {exc}")
+        return self._close(ctx, result, started)
+
+    async def stream(self, who: Principal, request: AnswerRequest) -> AsyncIterator[dict[str, Any]]:
+        """Events: ``token`` pieces of the answer as the model writes them, then ``done`` with
+        the whole result. An answer that had to be complete before it could be sent (self_rag
+        grades it first) comes in one ``token`` event, and ``details.streamed`` says so."""
+        started = time.perf_counter()
+        ctx, result, prompt = await self._prepare(who, request)
+        if ctx is not None and prompt is not None:
+            pieces: list[str] = []
+            generating = time.perf_counter()
+            try:
+                async for piece in ctx.llm.stream(prompt, max_tokens=request.max_tokens):
+                    pieces.append(piece)
+                    yield {"event": "token", "text": piece}
+                self._finish(result, "".join(pieces).strip())
+            except LLMUnavailableError as exc:
+                result.degraded.append(f"generate: {exc}")
+            ctx.timings_ms["generate"] = round((time.perf_counter() - generating) * 1000, 2)
+            result.details["streamed"] = "live"
+            result.details["streamed_pieces"] = len(pieces)
+        elif result.answer is not None:
+            result.details["streamed"] = "complete answer (generated before it could be sent)"
+            yield {"event": "token", "text": result.answer}
+        yield {"event": "done", "result": self._close(ctx, result, started)}
+
+    async def _prepare(
+        self, who: Principal, request: AnswerRequest
+    ) -> tuple[AnswerContext | None, AnswerResult, list[Message] | None]:
+        """Retrieve with the method and enhance: the context, the result so far and the
+        generation prompt (None when the answer needs no generation, or cannot have one)."""
+        method = self._method(request)
+        question = request.question.strip()
+        if not question:
+            raise InvalidInputError("question", "must not be blank")
+        llm = self._model(request.llm_model)
+        result = AnswerResult(
+            None, False, [], [], method, {}, [], {}, {}, llm.model if llm else None
+        )
+        if llm is None:
+            result.degraded.append(f"generate: {self.llm_reason}")
+            passages, reasons = await self._retriever(who, request)(question, request.k)
+            result.degraded.extend(f"retrieve: {r}" for r in reasons)
+            result.passages = await self._enhance(who, request, question, passages, result)
+            result.details["retrieval"] = "recall"
+            return None, result, None
+        ctx = AnswerContext(llm, self._retriever(who, request), max_tokens=request.max_tokens)
+        if request.parent_context and method == "raptor":
+            ctx.degraded.append("raptor: ignored, parent_context takes precedence")
+            method = "standard"
+        outcome = await self._run(ctx, method, question, request.k, result)
+        result.details = {"retrieval": outcome.retrieval, **result.details, **outcome.details}
+        result.passages = await self._enhance(who, request, question, outcome.passages, result)
+        if outcome.answer is not None:
+            self._finish(result, outcome.answer)
+            return ctx, result, None
+        if not result.passages:
+            self._finish(result, NO_SUPPORT)  # nothing retrieved: nothing to generate from
+            return ctx, result, None
+        return ctx, result, answer_prompt(question, result.passages)
+
+    def _finish(self, result: AnswerResult, answer: str) -> None:
+        result.answer = answer
+        result.citations, result.supported = cite(answer, result.passages)
+
+    def _close(
+        self, ctx: AnswerContext | None, result: AnswerResult, started: float
+    ) -> AnswerResult:
+        if ctx is not None:
+            result.timings_ms = dict(ctx.timings_ms)
+            result.degraded = [*result.degraded, *ctx.degraded]
+            result.tokens = {"prompt": ctx.prompt_tokens, "completion": ctx.completion_tokens}
+        result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 2)
+        return result
+
+    def _method(self, request: AnswerRequest) -> str:
+        method = request.method.strip().lower()
+        if method not in METHOD_NAMES:
+            raise InvalidInputError("method", f"must be one of {', '.join(METHOD_NAMES)}")
+        return method
+
+    def _model(self, name: str | None) -> LLM | None:
+        if self.llm is None or not name or name == self.llm.model:
+            return self.llm
+        if self.llm.provider == "openai":
+            from knowmind.models.llm_openai import OpenAICompatibleLLM
+
+            return OpenAICompatibleLLM.open(replace(self.llm_setup, model=name))
+        raise InvalidInputError(
+            "llm_model", f"this server's embedded model is {self.llm.model}; {name!r} is not here"
+        )
+
+    async def _run(
+        self, ctx: AnswerContext, method: str, question: str, k: int, result: AnswerResult
+    ) -> MethodOutcome:
+        if method == "auto":
+            chosen, because = choose_method(question)
+            result.details["decision"] = {"method": chosen, "because": because}
+            method = chosen
+        return await ANSWER_METHODS[method](ctx, question, k)
+
+    async def _enhance(
+        self,
+        who: Principal,
+        request: AnswerRequest,
+        question: str,
+        passages: list[Passage],
+        result: AnswerResult,
+    ) -> list[Passage]:
+        if request.parent_context and passages:
+            passages = await with_parent_context(self.db, tenant_of(who), passages)
+        if request.compress and passages:
+            passages, kept = await compress(self.embedder, str(tenant_of(who)), question, passages)
+            result.details["compress"] = kept
+        return passages
+
+    def _retriever(self, who: Principal, request: AnswerRequest) -> Any:
+        async def retrieve(query: str, k: int) -> tuple[list[Passage], list[str]]:
+            outcome = await self.recall.recall(
+                who,
+                RecallRequest(
+                    text=query[:4000], k=k, filters=request.filters, rerank=request.rerank
+                ),
+            )
+            best = outcome.best_score or 1.0
+            passages = [
+                Passage(
+                    memory_id=hit.chunk.memory_id,
+                    chunk_id=hit.chunk.chunk_id,
+                    title=hit.chunk.title,
+                    content=hit.chunk.content,
+                    score=round(min(1.0, hit.score / best), 4),
+                    stages=tuple(s for s, rank in hit.stages.items() if rank is not None),
+                )
+                for hit in outcome.results
+            ]
+            return passages, outcome.degraded_reasons
+
+        return retrieve
