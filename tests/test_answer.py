@@ -19,7 +19,7 @@ from knowmind.answer.prompts import NO_SUPPORT
 from knowmind.app import create_app
 from knowmind.models.llm import LLMSetup
 from knowmind.models.llm_embedded import embedded_weights
-from tests.conftest import TenantAccess, make_tenant
+from tests.conftest import TenantAccess, count_rows, make_tenant
 from tests.llm_server import free_port
 
 if embedded_weights(LLMSetup()) is None:
@@ -208,3 +208,42 @@ async def test_the_mcp_tool_answers_alike(client, answering) -> None:
         client, answering.read, "knowmind_answer", {"question": "x?", "method": "magic"}
     )
     assert is_error and "must be one of standard" in json.dumps(refused)
+
+
+async def test_a_conversation_reads_follow_ups_with_its_history(client, answering, db) -> None:
+    thread = str(uuid4())
+    first = await ask(
+        client, answering, question="How tall is the lighthouse on Hiddensee?",
+        conversation_id=thread,
+    )  # fmt: skip
+    assert first["conversation_id"] == thread
+    assert "condense" not in first["timings_ms"]  # nothing to condense yet
+    follow_up = await ask(
+        client, answering, question="And when was it built?", conversation_id=thread
+    )
+    assert "condense" in follow_up["timings_ms"]
+    standalone = follow_up["method_details"]["standalone_question"]
+    if standalone is None:  # the model wrote nothing usable: said, and the question was used
+        assert any(r.startswith("condense:") for r in follow_up["degraded_reasons"])
+    else:
+        assert standalone != "And when was it built?"
+    assert await count_rows(db, "conversation_turns", answering.id) == 4
+    # another token of the tenant does not see it ...
+    other = await client.post(
+        "/v1/answer",
+        json={**SMALL, "question": "And how tall?", "conversation_id": thread},
+        headers=answering.write,
+    )
+    assert other.status_code == 404 and "conversation_id" in other.json()["detail"]
+    # ... unless it was started as shared
+    shared = str(uuid4())
+    await ask(
+        client, answering, question="When do backups run?", conversation_id=shared,
+        share_conversation=True,
+    )  # fmt: skip
+    joined = await client.post(
+        "/v1/answer",
+        json={**SMALL, "question": "And the canteen?", "conversation_id": shared},
+        headers=answering.write,
+    )
+    assert joined.status_code == 200, joined.text

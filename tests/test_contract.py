@@ -57,6 +57,8 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
             "rerank",
             "llm_model",
             "max_tokens",
+            "conversation_id",
+            "share_conversation",
         )
     },
 }

@@ -22,6 +22,8 @@ TENANT_TABLES = (
     "chunk_terms",
     "bm25_lexemes",
     "bm25_corpus",
+    "conversations",
+    "conversation_turns",
 )
 
 

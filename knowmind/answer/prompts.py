@@ -31,14 +31,21 @@ def sources_block(passages: Sequence[Passage]) -> str:
     )
 
 
-def answer_prompt(question: str, passages: Sequence[Passage], extra: str = "") -> list[Message]:
+def answer_prompt(
+    question: str,
+    passages: Sequence[Passage],
+    extra: str = "",
+    history: Sequence[Message] = (),
+) -> list[Message]:
+    """The generation prompt; ``history``: the conversation's earlier turns, before it."""
     system = (
         "You answer questions from the numbered sources only. Cite every source you use by its "
         "number in square brackets, like [1]. If the sources do not contain the answer, reply "
         f"exactly: {NO_SUPPORT} Answer in the language of the question, briefly. {extra}"
     ).strip()
     user = f"Sources:\n{sources_block(passages)}\n\nQuestion: {question}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    earlier = [{"role": m["role"], "content": m["content"][:PASSAGE_CHARS]} for m in history]
+    return [{"role": "system", "content": system}, *earlier, {"role": "user", "content": user}]
 
 
 def hypothetical_prompt(question: str) -> list[Message]:

@@ -35,6 +35,18 @@ class AnswerIn(Struct):
     filters: RecallFilters | None = None
     llm_model: ModelName | None = None
     max_tokens: Annotated[int, Meta(ge=16, le=2048)] = 256
+    conversation_id: (
+        Annotated[
+            UUID,
+            Meta(
+                description="a thread of turns (created on first use); follow-ups are read with it"
+            ),
+        ]
+        | None
+    ) = None
+    share_conversation: Annotated[
+        bool, Meta(description="a new conversation other tokens of the tenant may continue")
+    ] = False
     stream: Annotated[bool, Meta(description="server-sent events: token …, done")] = False
 
 
@@ -67,3 +79,4 @@ class AnswerOut(Struct):
     timings_ms: dict[str, float]
     tokens: dict[str, int]
     model: str | None
+    conversation_id: UUID | None = None

@@ -325,6 +325,8 @@ SPECS: tuple[ToolSpec, ...] = (
                 "rerank": {"type": "boolean"},
                 "llm_model": _schema(c.ModelName, "the language model (default: the tenant's)"),
                 "max_tokens": _int("most tokens the answer may have", 16, 2048, 256),
+                "conversation_id": _uuid("a thread of turns (created on first use)"),
+                "share_conversation": {"type": "boolean", "default": False},
             },
             ("question",),
         ),

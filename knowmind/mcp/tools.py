@@ -150,6 +150,8 @@ async def answer(rt: Runtime, who: Principal, a: Args) -> Args:
         parent_context=a["parent_context"],
         llm_model=a.get("llm_model"),
         max_tokens=a["max_tokens"],
+        conversation_id=a.get("conversation_id"),
+        share_conversation=a["share_conversation"],
     )
     return answer_result(await rt.answers.answer(who, request), {})
 

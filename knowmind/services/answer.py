@@ -12,22 +12,27 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
+from uuid import UUID
 
 from knowmind.answer.base import AnswerContext, MethodOutcome, Passage
 from knowmind.answer.citations import Cited, cite
 from knowmind.answer.enhancers import compress, with_parent_context
 from knowmind.answer.methods import ANSWER_METHODS, METHOD_NAMES, choose_method
-from knowmind.answer.prompts import NO_SUPPORT, answer_prompt
+from knowmind.answer.prompts import NO_SUPPORT, answer_prompt, condense_prompt
 from knowmind.db.engine import Database
-from knowmind.errors import InvalidInputError
+from knowmind.errors import InvalidInputError, NotFoundError
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.llm import LLM, LLMSetup, LLMUnavailableError, Message
 from knowmind.recall.base import RecallRequest
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.recall import RecallService
+from knowmind.store import conversations as conversation_store
+from knowmind.store.conversations import Turn
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["AnswerRequest", "AnswerResult", "AnswerService"]
+
+HISTORY_TURNS = 6  # the conversation's last turns a follow-up is read with
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +46,8 @@ class AnswerRequest:
     filters: MemoryFilters = field(default_factory=MemoryFilters)
     llm_model: str | None = None
     max_tokens: int = 256
+    conversation_id: UUID | None = None  # turns stored per tenant and token
+    share_conversation: bool = False  # a new conversation other tokens of the tenant may join
 
 
 @dataclass(slots=True)
@@ -55,6 +62,8 @@ class AnswerResult:
     timings_ms: dict[str, float]
     tokens: dict[str, int]
     model: str | None
+    conversation_id: UUID | None = None
+    standalone_question: str | None = None  # what retrieval used, condensed from a follow-up
 
 
 class AnswerService:
@@ -78,6 +87,7 @@ class AnswerService:
                 self._finish(result, await ctx.ask("generate", prompt))
             except LLMUnavailableError as exc:
                 result.degraded.append(f"generate: {exc}")
+        await self._remember_turns(who, request, result)
         return self._close(ctx, result, started)
 
     async def stream(self, who: Principal, request: AnswerRequest) -> AsyncIterator[dict[str, Any]]:
@@ -102,6 +112,7 @@ class AnswerService:
         elif result.answer is not None:
             result.details["streamed"] = "complete answer (generated before it could be sent)"
             yield {"event": "token", "text": result.answer}
+        await self._remember_turns(who, request, result)
         yield {"event": "done", "result": self._close(ctx, result, started)}
 
     async def _prepare(
@@ -117,18 +128,22 @@ class AnswerService:
         result = AnswerResult(
             None, False, [], [], method, {}, [], {}, {}, llm.model if llm else None
         )
+        history = await self._history(who, request, result)
         if llm is None:
             result.degraded.append(f"generate: {self.llm_reason}")
+            if history:
+                result.degraded.append("condense: no language model; retrieved with the question")
             passages, reasons = await self._retriever(who, request)(question, request.k)
             result.degraded.extend(f"retrieve: {r}" for r in reasons)
             result.passages = await self._enhance(who, request, question, passages, result)
             result.details["retrieval"] = "recall"
             return None, result, None
         ctx = AnswerContext(llm, self._retriever(who, request), max_tokens=request.max_tokens)
+        retrieval_question = await self._standalone(ctx, history, question, result)
         if request.parent_context and method == "raptor":
             ctx.degraded.append("raptor: ignored, parent_context takes precedence")
             method = "standard"
-        outcome = await self._run(ctx, method, question, request.k, result)
+        outcome = await self._run(ctx, method, retrieval_question, request.k, result)
         result.details = {"retrieval": outcome.retrieval, **result.details, **outcome.details}
         result.passages = await self._enhance(who, request, question, outcome.passages, result)
         if outcome.answer is not None:
@@ -137,7 +152,59 @@ class AnswerService:
         if not result.passages:
             self._finish(result, NO_SUPPORT)  # nothing retrieved: nothing to generate from
             return ctx, result, None
-        return ctx, result, answer_prompt(question, result.passages)
+        return ctx, result, answer_prompt(question, result.passages, history=history)
+
+    async def _history(
+        self, who: Principal, request: AnswerRequest, result: AnswerResult
+    ) -> list[Message]:
+        """The conversation's last turns (it is created on first use); another token's
+        conversation is not found unless it was started as shared."""
+        if request.conversation_id is None:
+            return []
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            found = await conversation_store.find_conversation(
+                conn, tenant, request.conversation_id
+            )
+            if found is None:
+                found = await conversation_store.create_conversation(
+                    conn, tenant, request.conversation_id, who.token_id,
+                    request.share_conversation,
+                )  # fmt: skip
+            if found.owner_token != who.token_id and not found.shared:
+                raise NotFoundError(f"conversation_id: no conversation {request.conversation_id}")
+            turns = await conversation_store.recent_turns(
+                conn, tenant, request.conversation_id, HISTORY_TURNS
+            )
+        result.conversation_id = request.conversation_id
+        return [{"role": t.role, "content": t.content} for t in turns]
+
+    async def _standalone(
+        self, ctx: AnswerContext, history: list[Message], question: str, result: AnswerResult
+    ) -> str:
+        """A follow-up as a standalone question for retrieval (generation still sees the
+        question as asked); the question itself when it cannot be condensed."""
+        if not history:
+            return question
+        condensed = await ctx.try_ask("condense", condense_prompt(history, question), 80)
+        first = (condensed or "").strip().splitlines()[0:1]
+        if not first or not first[0].strip():
+            ctx.degraded.append("condense: no standalone question; retrieved with the question")
+            return question
+        result.standalone_question = first[0].strip()
+        return result.standalone_question
+
+    async def _remember_turns(
+        self, who: Principal, request: AnswerRequest, result: AnswerResult
+    ) -> None:
+        if request.conversation_id is None:
+            return
+        turns = [Turn("user", request.question.strip(), result.standalone_question)]
+        if result.answer is not None:
+            turns.append(Turn("assistant", result.answer))
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            await conversation_store.add_turns(conn, tenant, request.conversation_id, turns)
 
     def _finish(self, result: AnswerResult, answer: str) -> None:
         result.answer = answer

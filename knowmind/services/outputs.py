@@ -176,6 +176,11 @@ def answer_result(result: AnswerResult, metadata_filter: dict[str, Any]) -> dict
         "method": result.method,
         "method_details": {
             **result.details,
+            **(
+                {"standalone_question": result.standalone_question}
+                if result.conversation_id
+                else {}
+            ),
             "degraded": result.degraded,
             "metadata_filter": metadata_filter,
         },
@@ -184,4 +189,5 @@ def answer_result(result: AnswerResult, metadata_filter: dict[str, Any]) -> dict
         "timings_ms": result.timings_ms,
         "tokens": result.tokens,
         "model": result.model,
+        "conversation_id": result.conversation_id,
     }

@@ -18,6 +18,8 @@ __all__ = [
 
 # Every table that holds tenant data, in an order that respects foreign keys on delete.
 TENANT_TABLES = (
+    "conversation_turns",
+    "conversations",
     "jobs",
     "mentions",
     "chunk_terms",

@@ -44,6 +44,8 @@ def answer_request(data: AnswerIn) -> tuple[AnswerRequest, dict[str, Any]]:
         filters=filters,
         llm_model=data.llm_model,
         max_tokens=data.max_tokens,
+        conversation_id=data.conversation_id,
+        share_conversation=data.share_conversation,
     )
     echoed = {k: v for k, v in msgspec.to_builtins(f).items() if v not in (None, [])}
     return request, echoed
@@ -55,7 +57,12 @@ class AnswerController(Controller):
 
     @post(
         "/",
-        opt={"scope": "read", "event_stream": True, "response_type": AnswerOut},
+        opt={
+            "scope": "read",
+            "errors": (404,),  # a conversation of another token
+            "event_stream": True,
+            "response_type": AnswerOut,
+        },
         status_code=HTTP_200_OK,
     )
     async def answer(
