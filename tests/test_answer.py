@@ -129,10 +129,11 @@ async def test_bad_input_names_the_field(client, answering) -> None:
     )
     assert bad.status_code == 422 and bad.json()["field"] == "method"
     assert "multi_query" in bad.json()["detail"]
-    other = await client.post(
-        "/v1/answer", json={"question": "x?", "llm_model": "gpt-9"}, headers=answering.read
-    )
-    assert other.status_code == 422 and other.json()["field"] == "llm_model"
+    unknown = await ask(client, answering, question="When do backups run?", llm_model="gpt-9")
+    assert unknown["answer"] is None and unknown["passages"]  # retrieved, not generated
+    assert unknown["degraded_reasons"] == [
+        "generate: llm_model 'gpt-9' is not on this server (its model: smollm2-135m-instruct)"
+    ]
 
 
 async def test_enhancers(client, answering) -> None:
@@ -169,6 +170,10 @@ async def test_streaming_sends_tokens_then_the_result(client, answering) -> None
     done = json.loads(next(data for name, data in events if name == "done"))
     assert len(tokens) > 1 and done["method_details"]["streamed"] == "live"
     assert done["answer"] and done["passages"][0]["title"] == "Backups"
+    refused = await client.post(
+        "/v1/answer", json={**body, "method": "magic"}, headers=answering.read
+    )  # refused before the stream starts: a plain 422
+    assert refused.status_code == 422 and refused.json()["field"] == "method"
 
 
 async def test_without_a_model_the_passages_come_back_and_say_why(settings, embedder) -> None:

@@ -206,9 +206,15 @@ def _complete(operation: Operation, handler: HTTPRouteHandler) -> None:
         success.content["application/json"] = OpenAPIMediaType(schema=ref)
     if success is not None and success.content and handler.opt.get("event_stream"):
         # the same answer as server-sent events when the body asks to stream it
-        success.content["text/event-stream"] = OpenAPIMediaType(
-            schema=Schema(type=OpenAPIType.STRING)
+        event = Schema(
+            type=OpenAPIType.OBJECT,
+            required=["data"],
+            properties={
+                "event": Schema(type=OpenAPIType.STRING),
+                "data": Schema(type=OpenAPIType.STRING),
+            },
         )
+        success.content["text/event-stream"] = OpenAPIMediaType(schema=event)
     also: Mapping[int, str] = handler.opt.get("also", {})
     empty = {204, *handler.opt.get("empty", ())}
     for status, description in also.items():

@@ -33,6 +33,7 @@ from knowmind.store.search import MemoryFilters
 __all__ = ["AnswerRequest", "AnswerResult", "AnswerService"]
 
 HISTORY_TURNS = 6  # the conversation's last turns a follow-up is read with
+OTHER_MODELS_KEPT = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +79,7 @@ class AnswerService:
     ) -> None:
         self.db, self.recall, self.embedder = db, recall, embedder
         self.llm, self.llm_reason, self.llm_setup = llm, llm_reason, llm_setup
+        self._others: dict[str, LLM] = {}  # other models of the same OpenAI-compatible server
 
     async def answer(self, who: Principal, request: AnswerRequest) -> AnswerResult:
         started = time.perf_counter()
@@ -91,11 +93,23 @@ class AnswerService:
         return self._close(ctx, result, started)
 
     async def stream(self, who: Principal, request: AnswerRequest) -> AsyncIterator[dict[str, Any]]:
-        """Events: ``token`` pieces of the answer as the model writes them, then ``done`` with
-        the whole result. An answer that had to be complete before it could be sent (self_rag
-        grades it first) comes in one ``token`` event, and ``details.streamed`` says so."""
+        """Retrieval done (so bad input and an unknown conversation are refused before the
+        response starts), the events of the rest: ``token`` pieces of the answer as the model
+        writes them, then ``done`` with the whole result. An answer that had to be complete
+        before it could be sent (self_rag grades it first) comes in one ``token`` event, and
+        ``details.streamed`` says so."""
         started = time.perf_counter()
-        ctx, result, prompt = await self._prepare(who, request)
+        prepared = await self._prepare(who, request)
+        return self._events(who, request, prepared, started)
+
+    async def _events(
+        self,
+        who: Principal,
+        request: AnswerRequest,
+        prepared: tuple[AnswerContext | None, AnswerResult, list[Message] | None],
+        started: float,
+    ) -> AsyncIterator[dict[str, Any]]:
+        ctx, result, prompt = prepared
         if ctx is not None and prompt is not None:
             pieces: list[str] = []
             generating = time.perf_counter()
@@ -124,13 +138,13 @@ class AnswerService:
         question = request.question.strip()
         if not question:
             raise InvalidInputError("question", "must not be blank")
-        llm = self._model(request.llm_model)
+        llm, no_llm = self._model(request.llm_model)
         result = AnswerResult(
             None, False, [], [], method, {}, [], {}, {}, llm.model if llm else None
         )
         history = await self._history(who, request, result)
         if llm is None:
-            result.degraded.append(f"generate: {self.llm_reason}")
+            result.degraded.append(f"generate: {no_llm}")
             if history:
                 result.degraded.append("condense: no language model; retrieved with the question")
             passages, reasons = await self._retriever(who, request)(question, request.k)
@@ -226,16 +240,23 @@ class AnswerService:
             raise InvalidInputError("method", f"must be one of {', '.join(METHOD_NAMES)}")
         return method
 
-    def _model(self, name: str | None) -> LLM | None:
-        if self.llm is None or not name or name == self.llm.model:
-            return self.llm
-        if self.llm.provider == "openai":
+    def _model(self, name: str | None) -> tuple[LLM | None, str | None]:
+        """The model asked for (the server's by default), or None and why it cannot answer.
+        Another model of an OpenAI-compatible server is asked on the same server (which says
+        if it does not know it); the embedded provider has only its own."""
+        if self.llm is None:
+            return None, self.llm_reason
+        if not name or name == self.llm.model:
+            return self.llm, None
+        if self.llm.provider != "openai":
+            return None, f"llm_model {name!r} is not on this server (its model: {self.llm.model})"
+        if name not in self._others:
             from knowmind.models.llm_openai import OpenAICompatibleLLM
 
-            return OpenAICompatibleLLM.open(replace(self.llm_setup, model=name))
-        raise InvalidInputError(
-            "llm_model", f"this server's embedded model is {self.llm.model}; {name!r} is not here"
-        )
+            if len(self._others) >= OTHER_MODELS_KEPT:
+                self._others.pop(next(iter(self._others)))  # its client closes when collected
+            self._others[name] = OpenAICompatibleLLM.open(replace(self.llm_setup, model=name))
+        return self._others[name], None
 
     async def _run(
         self, ctx: AnswerContext, method: str, question: str, k: int, result: AnswerResult

@@ -76,15 +76,16 @@ class AnswerController(Controller):
         (``token`` pieces, then ``done`` with the whole result)."""
         request, echoed = answer_request(data)
         if data.stream:
-            return ServerSentEvent(_events(runtime, principal, request, echoed))
+            events = await runtime.answers.stream(principal, request)  # refusals come first
+            return ServerSentEvent(_events(events, echoed))
         result = await runtime.answers.answer(principal, request)
         return Response(msgspec.convert(answer_result(result, echoed), AnswerOut))
 
 
 async def _events(
-    runtime: Runtime, who: Principal, request: AnswerRequest, echoed: dict[str, Any]
+    events: AsyncIterator[dict[str, Any]], echoed: dict[str, Any]
 ) -> AsyncIterator[ServerSentEventMessage]:
-    async for event in runtime.answers.stream(who, request):
+    async for event in events:
         if event["event"] == "token":
             yield ServerSentEventMessage(event="token", data=event["text"])
         else:
