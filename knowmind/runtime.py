@@ -35,6 +35,7 @@ from knowmind.services.limits import RequestLimits
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.services.supervision import DatabaseSupervisor
+from knowmind.services.tenant_settings import TenantSettingsService
 from knowmind.settings import GraphSettings, RecallSettings, Settings
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
@@ -92,6 +93,7 @@ class Runtime:
     memories: MemoryService
     recall: RecallService
     answers: AnswerService
+    tenant_settings: TenantSettingsService
     graph: GraphService
     jobs: JobService
     job_worker: JobWorker
@@ -185,6 +187,7 @@ class Runtime:
         mirror = mirror_drainer(db, settings.graph)
         llm, no_llm = build_llm(models.llm_setup)
         recall = RecallService(pipeline, settings.recall.recall_candidates)
+        answers = AnswerService(db, recall, executor, llm, no_llm, models.llm_setup)
         health = HealthService(
             db,
             executor,
@@ -213,7 +216,8 @@ class Runtime:
                 db, executor, settings.ingest, graph, on_job_enqueued=worker.wake
             ),
             recall=recall,
-            answers=AnswerService(db, recall, executor, llm, no_llm, models.llm_setup),
+            answers=answers,
+            tenant_settings=answers.tenant_settings,
             graph=graph,
             jobs=JobService(db, settings.ingest.wait_timeout_seconds),
             job_worker=worker,

@@ -26,6 +26,7 @@ from knowmind.models.llm import LLM, LLMSetup, LLMUnavailableError, Message
 from knowmind.recall.base import RecallRequest
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.recall import RecallService
+from knowmind.services.tenant_settings import TenantSettingsService
 from knowmind.store import conversations as conversation_store
 from knowmind.store.conversations import Turn
 from knowmind.store.search import MemoryFilters
@@ -80,6 +81,7 @@ class AnswerService:
         self.db, self.recall, self.embedder = db, recall, embedder
         self.llm, self.llm_reason, self.llm_setup = llm, llm_reason, llm_setup
         self._others: dict[str, LLM] = {}  # other models of the same OpenAI-compatible server
+        self.tenant_settings = TenantSettingsService(db)
 
     async def answer(self, who: Principal, request: AnswerRequest) -> AnswerResult:
         started = time.perf_counter()
@@ -138,7 +140,8 @@ class AnswerService:
         question = request.question.strip()
         if not question:
             raise InvalidInputError("question", "must not be blank")
-        llm, no_llm = self._model(request.llm_model)
+        tenant_settings = await self.tenant_settings.get(who)
+        llm, no_llm = self._model(request.llm_model or tenant_settings.llm_model)
         result = AnswerResult(
             None, False, [], [], method, {}, [], {}, {}, llm.model if llm else None
         )
@@ -154,6 +157,8 @@ class AnswerService:
             return None, result, None
         ctx = AnswerContext(llm, self._retriever(who, request), max_tokens=request.max_tokens)
         retrieval_question = await self._standalone(ctx, history, question, result)
+        if not tenant_settings.multi_query and method in ("multi_query", "auto"):
+            method = self._without_multi_query(ctx, method, retrieval_question, result)
         if request.parent_context and method == "raptor":
             ctx.degraded.append("raptor: ignored, parent_context takes precedence")
             method = "standard"
@@ -240,6 +245,11 @@ class AnswerService:
             raise InvalidInputError("method", f"must be one of {', '.join(METHOD_NAMES)}")
         return method
 
+    def model_problem(self, name: str) -> str | None:
+        """Why ``name`` cannot be a tenant's model here (None: it can be tried)."""
+        _, problem = self._model(name)
+        return problem
+
     def _model(self, name: str | None) -> tuple[LLM | None, str | None]:
         """The model asked for (the server's by default), or None and why it cannot answer.
         Another model of an OpenAI-compatible server is asked on the same server (which says
@@ -257,6 +267,21 @@ class AnswerService:
                 self._others.pop(next(iter(self._others)))  # its client closes when collected
             self._others[name] = OpenAICompatibleLLM.open(replace(self.llm_setup, model=name))
         return self._others[name], None
+
+    def _without_multi_query(
+        self, ctx: AnswerContext, method: str, question: str, result: AnswerResult
+    ) -> str:
+        """The method when the tenant turned multi-query expansion off."""
+        chosen = choose_method(question)[0] if method == "auto" else method
+        if chosen != "multi_query":
+            return method
+        ctx.degraded.append("multi_query: off for this tenant (PATCH /v1/settings); standard used")
+        if method == "auto":
+            result.details["decision"] = {
+                "method": "standard",
+                "because": "multi_query is off for this tenant",
+            }
+        return "standard"
 
     async def _run(
         self, ctx: AnswerContext, method: str, question: str, k: int, result: AnswerResult

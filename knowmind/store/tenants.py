@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -19,6 +21,8 @@ __all__ = [
     "list_tenants",
     "tenant_exists",
     "tenant_language",
+    "tenant_settings",
+    "update_tenant_settings",
 ]
 
 _COLUMNS = "id, name, language::text AS language, embedding_model, embedding_dim, created_at"
@@ -94,3 +98,26 @@ async def tenant_language(conn: AsyncConnection, tenant_id: UUID) -> str | None:
         text("SELECT language::text FROM tenants WHERE id = :t"), {"t": tenant_id}
     )
     return None if language is None else str(language)
+
+
+async def tenant_settings(conn: AsyncConnection, tenant_id: UUID) -> dict[str, Any]:
+    """The tenant's settings object (readable by the tenant itself under row-level security)."""
+    found = await conn.scalar(
+        text("SELECT settings FROM tenants WHERE id = :id"), {"id": tenant_id}
+    )
+    return dict(found or {})
+
+
+async def update_tenant_settings(
+    conn: AsyncConnection, tenant_id: UUID, changes: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Merge ``changes`` into the settings (a key set to None is removed: the default again);
+    the new settings, None when there is no such tenant. Owner connection."""
+    found = await conn.scalar(
+        text(
+            "UPDATE tenants SET settings = jsonb_strip_nulls(settings || :changes) "
+            "WHERE id = :id RETURNING settings"
+        ).bindparams(bindparam("changes", type_=JSONB)),
+        {"id": tenant_id, "changes": changes},
+    )
+    return None if found is None else dict(found)

@@ -1,0 +1,66 @@
+"""The calling tenant's own settings: ``GET /v1/settings`` (read), ``PATCH /v1/settings``
+(tenant admin)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from litestar import Controller, get, patch
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+from litestar.status_codes import HTTP_200_OK
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from knowmind.contract.limits import ModelName
+from knowmind.errors import InvalidInputError
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.services.tenant_settings import TenantSettings
+
+__all__ = ["SettingsController"]
+
+
+class TenantSettingsOut(Struct):
+    llm_model: Annotated[str | None, Meta(description="null: the server's model")]
+    multi_query: bool
+
+
+class TenantSettingsIn(Struct, forbid_unknown_fields=True):
+    """Only the keys given change; ``null`` resets a setting to the server's default."""
+
+    llm_model: ModelName | UnsetType | None = UNSET
+    multi_query: bool | UnsetType | None = UNSET
+
+
+def _out(settings: TenantSettings) -> TenantSettingsOut:
+    return TenantSettingsOut(llm_model=settings.llm_model, multi_query=settings.multi_query)
+
+
+class SettingsController(Controller):
+    path = "/v1/settings"
+    tags = ["settings"]
+
+    @get("/", opt={"scope": "read"})
+    async def read(
+        self, runtime: NamedDependency[Runtime], principal: NamedDependency[Principal]
+    ) -> TenantSettingsOut:
+        """The tenant's settings (unset ones show the default)."""
+        return _out(await runtime.tenant_settings.get(principal))
+
+    @patch("/", opt={"scope": "admin"}, status_code=HTTP_200_OK)
+    async def change(
+        self,
+        data: JSONBody[TenantSettingsIn],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> TenantSettingsOut:
+        """Change the tenant's settings: ``llm_model`` (a model this server can use),
+        ``multi_query`` (answers may rephrase a question into several)."""
+        changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not UNSET}
+        model = changes.get("llm_model")
+        if model is not None:
+            problem = runtime.answers.model_problem(model)
+            if problem:
+                raise InvalidInputError("llm_model", problem)
+        return _out(await runtime.tenant_settings.update(principal, changes))
