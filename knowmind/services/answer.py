@@ -19,6 +19,7 @@ from knowmind.answer.citations import Cited, cite
 from knowmind.answer.enhancers import compress, with_parent_context
 from knowmind.answer.methods import ANSWER_METHODS, METHOD_NAMES, choose_method
 from knowmind.answer.prompts import NO_SUPPORT, answer_prompt, condense_prompt
+from knowmind.contract.limits import K_MAX
 from knowmind.db.engine import Database
 from knowmind.errors import InvalidInputError, NotFoundError
 from knowmind.models.executor import EmbeddingExecutor
@@ -35,6 +36,7 @@ __all__ = ["AnswerRequest", "AnswerResult", "AnswerService"]
 
 HISTORY_TURNS = 6  # the conversation's last turns a follow-up is read with
 OTHER_MODELS_KEPT = 16
+RERANK_WIDEN = 3  # Ragen: rerank over-retrieves three times the passages it keeps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,10 +311,12 @@ class AnswerService:
 
     def _retriever(self, who: Principal, request: AnswerRequest) -> Any:
         async def retrieve(query: str, k: int) -> tuple[list[Passage], list[str]]:
+            # reranking may run: over-retrieve 3× so it can lift passages from below the top k
+            wide = k if request.rerank is False else min(K_MAX, RERANK_WIDEN * k)
             outcome = await self.recall.recall(
                 who,
                 RecallRequest(
-                    text=query[:4000], k=k, filters=request.filters, rerank=request.rerank
+                    text=query[:4000], k=wide, filters=request.filters, rerank=request.rerank
                 ),
             )
             best = outcome.best_score or 1.0
@@ -325,7 +329,7 @@ class AnswerService:
                     score=round(min(1.0, hit.score / best), 4),
                     stages=tuple(s for s, rank in hit.stages.items() if rank is not None),
                 )
-                for hit in outcome.results
+                for hit in outcome.results[:k]
             ]
             return passages, outcome.degraded_reasons
 
