@@ -34,6 +34,7 @@ from knowmind.contract.limits import (
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft
 from knowmind.services.outputs import inline_relations
+from knowmind.store.search import MemoryFilters
 
 __all__ = [
     "JobOut",
@@ -166,6 +167,22 @@ class RecallFilters(Struct):
     source: ShortText | None = None
     domain: ShortText | None = None
     document_id: UUID | None = None
+
+
+def memory_filters(
+    f: RecallFilters | None, as_of: datetime | None = None, known_at: datetime | None = None
+) -> MemoryFilters:
+    """A body's filters (and time) as the recall's ``MemoryFilters``."""
+    f = f or RecallFilters()
+    return MemoryFilters(
+        memory_type=f.memory_type,
+        tags=list(f.tags),
+        source=f.source,
+        domain=f.domain,
+        document_id=f.document_id,
+        as_of=as_of,
+        known_at=known_at,
+    )
 
 
 def _moment(description: str) -> Meta:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "LLM",
@@ -31,6 +31,7 @@ __all__ = [
     "LLMUnavailableError",
     "Message",
     "build_llm",
+    "chat_body",
     "check_llm_provider",
     "resolve_llm_model",
 ]
@@ -84,6 +85,24 @@ class LLMSetup:
     retries: int = 2
     threads: int = 1
     weights_dir: str = ""
+
+
+def chat_body(
+    messages: Sequence[Message],
+    max_tokens: int,
+    temperature: float,
+    *,
+    stream: bool,
+    model: str | None = None,
+) -> dict[str, Any]:
+    """An OpenAI chat-completions request body (llama.cpp's in-process server reads the same)."""
+    body: dict[str, Any] = {"model": model} if model else {}
+    return body | {
+        "messages": [dict(m) for m in messages],
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stream": stream,
+    }
 
 
 def _embedded(setup: LLMSetup) -> LLM:

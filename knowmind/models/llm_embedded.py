@@ -26,7 +26,13 @@ from typing import Any
 
 import platformdirs
 
-from knowmind.models.llm import Completion, LLMSetup, LLMUnavailableError, Message
+from knowmind.models.llm import (
+    Completion,
+    LLMSetup,
+    LLMUnavailableError,
+    Message,
+    chat_body,
+)
 
 __all__ = [
     "DEFAULT_EMBEDDED_MODEL",
@@ -168,20 +174,10 @@ class EmbeddedLLM:
                 self._server = xllamacpp.Server(params)
             return self._server
 
-    def _body(
-        self, messages: Sequence[Message], max_tokens: int, temperature: float, stream: bool
-    ) -> dict[str, Any]:
-        return {
-            "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stream": stream,
-        }
-
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0
     ) -> Completion:
-        body = self._body(messages, max_tokens, temperature, stream=False)
+        body = chat_body(messages, max_tokens, temperature, stream=False)
         async with self._turn:
             answer = await asyncio.to_thread(self._chat, body, None)
         return _completion(answer, self.model)
@@ -198,7 +194,7 @@ class EmbeddedLLM:
                 if text:
                     loop.call_soon_threadsafe(pieces.put_nowait, text)
 
-        body = self._body(messages, max_tokens, temperature, stream=True)
+        body = chat_body(messages, max_tokens, temperature, stream=True)
         async with self._turn:
             run = asyncio.ensure_future(asyncio.to_thread(self._chat, body, on_chunk))
             run.add_done_callback(lambda _: pieces.put_nowait(None))

@@ -16,7 +16,13 @@ from typing import Any
 
 import httpx
 
-from knowmind.models.llm import Completion, LLMSetup, LLMUnavailableError, Message
+from knowmind.models.llm import (
+    Completion,
+    LLMSetup,
+    LLMUnavailableError,
+    Message,
+    chat_body,
+)
 
 __all__ = ["OpenAICompatibleLLM"]
 
@@ -59,21 +65,10 @@ class OpenAICompatibleLLM:
             retries=setup.retries,
         )
 
-    def _body(
-        self, messages: Sequence[Message], max_tokens: int, temperature: float, stream: bool
-    ) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stream": stream,
-        }
-
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0
     ) -> Completion:
-        body = self._body(messages, max_tokens, temperature, stream=False)
+        body = chat_body(messages, max_tokens, temperature, stream=False, model=self.model)
         response = await self._post(body)
         try:
             answer = response.json()
@@ -92,7 +87,7 @@ class OpenAICompatibleLLM:
     async def stream(
         self, messages: Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0
     ) -> AsyncIterator[str]:
-        body = self._body(messages, max_tokens, temperature, stream=True)
+        body = chat_body(messages, max_tokens, temperature, stream=True, model=self.model)
         try:
             async with self._http.stream("POST", "/chat/completions", json=body) as response:
                 if response.status_code >= 400:

@@ -14,12 +14,11 @@ from litestar.response.sse import ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.answer_schemas import AnswerIn, AnswerOut
-from knowmind.api.schemas import RecallFilters
+from knowmind.api.schemas import RecallFilters, memory_filters
 from knowmind.runtime import Runtime
 from knowmind.services.answer import AnswerRequest
 from knowmind.services.auth import Principal
 from knowmind.services.outputs import answer_result
-from knowmind.store.search import MemoryFilters
 
 __all__ = ["AnswerController"]
 
@@ -27,13 +26,7 @@ __all__ = ["AnswerController"]
 def answer_request(data: AnswerIn) -> tuple[AnswerRequest, dict[str, Any]]:
     """The service's request, and the metadata filter as the answer echoes it."""
     f = data.filters or RecallFilters()
-    filters = MemoryFilters(
-        memory_type=f.memory_type,
-        tags=list(f.tags),
-        source=f.source,
-        domain=f.domain,
-        document_id=f.document_id,
-    )
+    filters = memory_filters(f)
     request = AnswerRequest(
         question=data.question,
         k=data.k,

@@ -7,12 +7,11 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
-from knowmind.api.schemas import RecallFilters, RecallHit, RecallIn, RecallOut
+from knowmind.api.schemas import RecallHit, RecallIn, RecallOut, memory_filters
 from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.outputs import recall_result
-from knowmind.store.search import MemoryFilters
 
 __all__ = ["RecallController"]
 
@@ -28,16 +27,7 @@ class RecallController(Controller):
         runtime: NamedDependency[Runtime],
         principal: NamedDependency[Principal],
     ) -> RecallOut:
-        f = data.filters or RecallFilters()
-        filters = MemoryFilters(
-            memory_type=f.memory_type,
-            tags=list(f.tags),
-            source=f.source,
-            domain=f.domain,
-            document_id=f.document_id,
-            as_of=data.as_of,
-            known_at=data.known_at,
-        )
+        filters = memory_filters(data.filters, data.as_of, data.known_at)
         weights: dict[str, float] | None = (
             None if data.weights is None else {stage: w for stage, w in data.weights.items()}
         )
