@@ -39,6 +39,8 @@ def test_a_mirroring_stage_weighs_as_its_model_unit() -> None:
         signals, {"vector": 10, "statements": 3}, calibration, fixed={"statements": 0.5}
     )
     assert asked["statements"].weight == 0.5
+    lost = stage_weights(signals, {"vector": 0, "statements": 3}, calibration)
+    assert lost["statements"].weight == 1.0 and "vector found nothing" in lost["statements"].rule
 
 
 async def test_a_question_about_nothing_personal_makes_no_query() -> None:

@@ -45,6 +45,7 @@ class AnswerContext:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     degraded: list[str] = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)  # steps whose answer reached max_tokens
 
     async def ask(
         self, step: str, messages: Sequence[Message], max_tokens: int | None = None
@@ -59,6 +60,8 @@ class AnswerContext:
             self._time(step, started)
         self.prompt_tokens += done.prompt_tokens
         self.completion_tokens += done.completion_tokens
+        if done.finish_reason == "length":
+            self.cut.append(step)
         return done.text.strip()
 
     async def try_ask(

@@ -93,8 +93,12 @@ async def corrective(ctx: AnswerContext, question: str, k: int) -> MethodOutcome
 
 async def self_rag(ctx: AnswerContext, question: str, k: int) -> MethodOutcome:
     passages = await ctx.retrieve("retrieve", question, k)
-    answer = await ctx.ask("generate", answer_prompt(question, passages))
     details: dict[str, object] = {"evaluated": False, "threshold": SELF_RAG_THRESHOLD}
+    if not passages:
+        return MethodOutcome(passages, "recall", details=details)  # nothing to generate from
+    answer = await ctx.try_ask("generate", answer_prompt(question, passages))
+    if answer is None:  # the model failed: said in degraded; nothing to rate
+        return MethodOutcome(passages, "recall", details=details | {"generated": False})
     details |= {"score": None, "threshold_met": None, "refined": False}
     rated = await ctx.try_ask("evaluate", grade_answer_prompt(question, answer, passages), 8)
     score = _score(rated or "")

@@ -19,6 +19,7 @@ from litestar.status_codes import (
 from sqlalchemy.exc import DBAPIError
 
 from knowmind.errors import ConflictError, InvalidInputError, KnowmindError, OverloadedError
+from knowmind.models.llm import LLMUnavailableError
 
 __all__ = ["error_response", "exception_handlers", "field_of_message"]
 
@@ -107,6 +108,8 @@ def _database_unavailable(error: BaseException) -> bool:
     seen = 0
     current: BaseException | None = error
     while current is not None and seen < 8:
+        if isinstance(current, LLMUnavailableError):
+            return False  # the language model's server, not the database
         if isinstance(current, _CONNECTION_ERRORS):
             return True
         if isinstance(current, DBAPIError) and current.connection_invalidated:

@@ -19,6 +19,7 @@ __all__ = ["BATCH_SIZE", "ImportSummary", "JsonLine", "LineResult", "import_line
 
 BATCH_SIZE = 100  # the batch endpoint's limit
 _TOO_LARGE = 413
+_CONTENT_REFUSALS = frozenset({400, 413, 422})  # about the lines sent: fail those, go on
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +105,8 @@ def _send(client: Knowmind, part: list[JsonLine]) -> list[LineResult]:
             half = len(readable) // 2
             halves = _send(client, readable[:half]) + _send(client, readable[half:])
             return sorted(unreadable + halves, key=lambda r: r.number)
-        if exc.status in (401, 403) or exc.status >= 500:
-            raise
+        if exc.status not in _CONTENT_REFUSALS:
+            raise  # the token, the URL, the rate limit or the server: stop, say how far
         reason = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
         failed = [LineResult(line.number, "error", reason) for line in readable]
         return sorted(unreadable + failed, key=lambda r: r.number)

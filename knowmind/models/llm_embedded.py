@@ -20,6 +20,7 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import AsyncIterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,13 @@ class EmbeddedLLM:
     ) -> Completion:
         body = chat_body(messages, max_tokens, temperature, stream=False)
         async with self._turn:
-            answer = await asyncio.to_thread(self._chat, body, None)
+            run = asyncio.ensure_future(asyncio.to_thread(self._chat, body, None))
+            try:
+                answer = await asyncio.shield(run)
+            except asyncio.CancelledError:  # the caller left: the turn ends with the run
+                with suppress(Exception):
+                    await asyncio.shield(run)
+                raise
         return _completion(answer, self.model)
 
     async def stream(
@@ -198,11 +205,24 @@ class EmbeddedLLM:
         async with self._turn:
             run = asyncio.ensure_future(asyncio.to_thread(self._chat, body, on_chunk))
             run.add_done_callback(lambda _: pieces.put_nowait(None))
-            while (piece := await pieces.get()) is not None:
-                yield piece
+            try:
+                while (piece := await pieces.get()) is not None:
+                    yield piece
+            except GeneratorExit:  # a reader that left early: the turn ends with llama.cpp's
+                with suppress(Exception):
+                    await asyncio.shield(run)
+                raise
             await run  # raises what the generation raised
 
     def _chat(self, body: dict[str, Any], on_chunk: Any) -> Any:
+        try:
+            return self._generate(body, on_chunk)
+        except LLMUnavailableError:
+            raise
+        except Exception as exc:  # llama.cpp's own failures, said as the model's
+            raise LLMUnavailableError(f"embedded model {self.model}: {type(exc).__name__}") from exc
+
+    def _generate(self, body: dict[str, Any], on_chunk: Any) -> Any:
         server = self._load()
         if on_chunk is None:
             answer = server.handle_chat_completions(body)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
+import structlog
 
 from knowmind.models.llm import (
     Completion,
@@ -26,6 +27,7 @@ from knowmind.models.llm import (
 
 __all__ = ["OpenAICompatibleLLM"]
 
+log = structlog.get_logger(__name__)
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _BACKOFF_S = 0.5
 
@@ -47,9 +49,19 @@ class OpenAICompatibleLLM:
         self.base_url = base_url.rstrip("/")
         self.retries = max(0, retries)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._shared = False  # a twin for another model shares this pool (with_model)
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport
         )
+
+    def with_model(self, model: str) -> OpenAICompatibleLLM:
+        """The same server (and connection pool) asked for another model."""
+        twin = object.__new__(OpenAICompatibleLLM)
+        twin.model, twin.base_url, twin.retries, twin._http = (
+            model, self.base_url, self.retries, self._http,
+        )  # fmt: skip
+        twin._shared = True
+        return twin
 
     @classmethod
     def open(cls, setup: LLMSetup) -> OpenAICompatibleLLM:
@@ -119,20 +131,20 @@ class OpenAICompatibleLLM:
         raise AssertionError("unreachable")
 
     def _where(self) -> str:
-        return f"LLM {self.model} at {self.base_url}"
+        """How errors name the server to tenants: the model, never the URL (it may carry
+        credentials) nor the server's own error text (logged instead)."""
+        return f"the language model server (model {self.model})"
 
     def _refusal(self, response: httpx.Response) -> str:
-        detail = ""
-        try:
-            error = response.json().get("error")
-            detail = error.get("message", "") if isinstance(error, dict) else str(error or "")
-        except ValueError:
-            pass
+        log.warning(
+            "llm.refused", status=response.status_code, model=self.model, body=response.text[:300]
+        )
         unknown = " (unknown model?)" if response.status_code == 404 else ""
-        return f"{self._where()}: HTTP {response.status_code}{unknown} {detail[:200]}".rstrip()
+        return f"{self._where()}: HTTP {response.status_code}{unknown}"
 
     async def close(self) -> None:
-        await self._http.aclose()
+        if not self._shared:  # a twin leaves the pool to its origin
+            await self._http.aclose()
 
 
 def _sse_piece(line: str) -> str | None:
@@ -147,6 +159,10 @@ def _sse_piece(line: str) -> str | None:
         chunk = json.loads(data)
     except ValueError:
         return ""
+    if not isinstance(chunk, dict):
+        return ""
+    if chunk.get("error"):
+        raise LLMUnavailableError("the language model server failed while streaming")
     choices = chunk.get("choices") or [{}]
     return str((choices[0].get("delta") or {}).get("content") or "")
 

@@ -186,6 +186,10 @@ def _mirror(
         w, lead = chosen.get(name), chosen.get(model)
         if w is None or lead is None or w.depth == 0 or name in fixed:
             continue
+        if lead.depth == 0:  # nothing to weigh as: keep its own weight and say so
+            rule = f"{model} found nothing: own weight {w.weight:.4g}"
+            chosen[name] = StageWeight(name, w.weight, w.depth, None, rule, w.signals)
+            continue
         rule = f"weighs as {model}: {lead.weight:.4g}"
         chosen[name] = StageWeight(name, lead.weight, w.depth, lead.probability, rule, w.signals)
     return chosen

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
+
+import structlog
 
 from knowmind.answer.base import AnswerContext, MethodOutcome, Passage
 from knowmind.answer.citations import Cited, cite
@@ -33,6 +35,8 @@ from knowmind.store.conversations import Turn
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["AnswerRequest", "AnswerResult", "AnswerService"]
+
+log = structlog.get_logger(__name__)
 
 HISTORY_TURNS = 6  # the conversation's last turns a follow-up is read with
 OTHER_MODELS_KEPT = 16
@@ -124,13 +128,21 @@ class AnswerService:
                 self._finish(result, "".join(pieces).strip())
             except LLMUnavailableError as exc:
                 result.degraded.append(f"generate: {exc}")
+            except Exception as exc:  # the response has started: end it with what happened
+                log.exception("answer.stream_failed", error_type=type(exc).__name__)
+                result.degraded.append(f"generate: failed ({type(exc).__name__})")
             ctx.timings_ms["generate"] = round((time.perf_counter() - generating) * 1000, 2)
             result.details["streamed"] = "live"
             result.details["streamed_pieces"] = len(pieces)
+            result.details["streamed_tokens_counted"] = False  # tokens: the other steps only
         elif result.answer is not None:
             result.details["streamed"] = "complete answer (generated before it could be sent)"
             yield {"event": "token", "text": result.answer}
-        await self._remember_turns(who, request, result)
+        try:
+            await self._remember_turns(who, request, result)
+        except Exception as exc:  # the answer was sent; say the turn was not kept
+            log.exception("answer.turns_not_stored", error_type=type(exc).__name__)
+            result.degraded.append("conversation: this turn was not stored")
         yield {"event": "done", "result": self._close(ctx, result, started)}
 
     async def _prepare(
@@ -150,6 +162,10 @@ class AnswerService:
         history = await self._history(who, request, result)
         if llm is None:
             result.degraded.append(f"generate: {no_llm}")
+            if method != "standard":
+                result.degraded.append(
+                    f"method {method}: needs a language model; standard retrieval used"
+                )
             if history:
                 result.degraded.append("condense: no language model; retrieved with the question")
             passages, reasons = await self._retriever(who, request)(question, request.k)
@@ -168,10 +184,17 @@ class AnswerService:
         result.details = {"retrieval": outcome.retrieval, **result.details, **outcome.details}
         result.passages = await self._enhance(who, request, question, outcome.passages, result)
         if outcome.answer is not None:
+            if request.compress or request.parent_context:
+                ctx.degraded.append(
+                    f"{method}: generated from the passages before compress/parent_context"
+                )
             self._finish(result, outcome.answer)
             return ctx, result, None
+        if outcome.details.get("generated") is False:
+            return ctx, result, None  # the method's generation failed: said, not retried
         if not result.passages:
             self._finish(result, NO_SUPPORT)  # nothing retrieved: nothing to generate from
+            result.details["answer_by"] = "server: nothing was retrieved"
             return ctx, result, None
         return ctx, result, answer_prompt(question, result.passages, history=history)
 
@@ -235,6 +258,8 @@ class AnswerService:
         self, ctx: AnswerContext | None, result: AnswerResult, started: float
     ) -> AnswerResult:
         if ctx is not None:
+            if ctx.cut:
+                result.details["cut_at_max_tokens"] = list(ctx.cut)
             result.timings_ms = dict(ctx.timings_ms)
             result.degraded = [*result.degraded, *ctx.degraded]
             result.tokens = {"prompt": ctx.prompt_tokens, "completion": ctx.completion_tokens}
@@ -265,9 +290,10 @@ class AnswerService:
         if name not in self._others:
             from knowmind.models.llm_openai import OpenAICompatibleLLM
 
+            assert isinstance(self.llm, OpenAICompatibleLLM)
             if len(self._others) >= OTHER_MODELS_KEPT:
-                self._others.pop(next(iter(self._others)))  # its client closes when collected
-            self._others[name] = OpenAICompatibleLLM.open(replace(self.llm_setup, model=name))
+                self._others.pop(next(iter(self._others)))  # shares the server's pool: no leak
+            self._others[name] = self.llm.with_model(name)
         return self._others[name], None
 
     def _without_multi_query(

@@ -109,7 +109,7 @@ async def chunk_windows(
             "SELECT c.id, string_agg(n.content, E'\n' ORDER BY n.ordinal) FROM chunks c "
             "JOIN chunks n ON n.tenant_id = c.tenant_id AND n.memory_id = c.memory_id "
             "AND n.ordinal BETWEEN c.ordinal - :reach AND c.ordinal + :reach "
-            "AND (n.kind IS NULL OR n.id = c.id) "
+            "AND (n.id = c.id OR (c.kind IS NULL AND n.kind IS NULL)) "
             "WHERE c.tenant_id = :tenant AND c.id = ANY(:ids) GROUP BY c.id"
         ),
         {"tenant": tenant_id, "ids": chunk_ids, "reach": reach},
