@@ -5,7 +5,12 @@ states and explains. Bounded for `make test`; `make fuzz` runs it with more exam
 
 Two passes: a tenant admin token (the tenant routes; the server-admin routes answer 403) and the
 server admin token (the server-admin routes; the tenant routes answer 403). The server runs on
-an embedded PostgreSQL of its own, so the tenants the fuzzer creates touch no other test."""
+an embedded PostgreSQL of its own, so the tenants the fuzzer creates touch no other test.
+
+It runs without a language model (``KNOWMIND_LLM_PROVIDER=none``): ``/v1/answer`` then retrieves
+and answers ``answer: null`` with the reason — every status, schema and stream of it is fuzzed —
+while generation itself (seconds per case on the CPU model, up to 2,048 tokens the fuzzer may
+ask for) is tested in tests/test_answer.py."""
 
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ SEED = os.environ.get("KNOWMIND_FUZZ_SEED", "20261203")
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("fuzz")
-    with served(root, ADMIN_TOKEN) as base:
+    with served(root, ADMIN_TOKEN, llm_provider="none") as base:
         yield base
     log = (root / "log" / "stderr").read_text()
     assert "request.unhandled_error" not in log, "the server logged an unhandled error"
