@@ -191,6 +191,13 @@ class ModelSettings:
         default="",
         metadata={"doc": "Model name (embedded: `smollm2-135m-instruct`; openai: the server's)"},
     )
+    llm_models: str = field(
+        default="",
+        metadata={
+            "doc": "Other models of the OpenAI-compatible server a request or tenant may name "
+            "(comma-separated; empty: only KNOWMIND_LLM_MODEL)"
+        },
+    )
     llm_base_url: str | None = field(
         default=None, metadata={"doc": "API root of the OpenAI-compatible server (…/v1)"}
     )
@@ -219,6 +226,7 @@ class ModelSettings:
         return LLMSetup(
             provider=self.llm_provider,
             model=self.llm_model,
+            allowed_models=tuple(m.strip() for m in self.llm_models.split(",") if m.strip()),
             base_url=self.llm_base_url,
             api_key=self.llm_api_key,
             timeout_s=self.llm_timeout_seconds,

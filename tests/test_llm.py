@@ -115,3 +115,23 @@ async def test_capabilities_name_the_model(client) -> None:
     assert caps["llm"]["model"] == "smollm2-135m-instruct"
     assert caps["llm"]["providers"] == ["embedded", "openai"]
     assert "multi_query" in caps["answer"]["methods"] and caps["answer"]["generation"] is True
+
+
+async def test_other_models_only_when_the_operator_allows_them_unit() -> None:
+    """Unit test of the model choice (no request is sent): another model of an OpenAI-compatible
+    server only when listed in KNOWMIND_LLM_MODELS, and on the same connection pool."""
+    from knowmind.services.answer import AnswerService
+
+    setup = LLMSetup(provider="openai", model="m1", base_url="http://127.0.0.1:9/v1",
+                     allowed_models=("m2",))  # fmt: skip
+    server_model = OpenAICompatibleLLM.open(setup)
+    service = AnswerService(None, None, None, server_model, None, setup)  # type: ignore[arg-type]
+    try:
+        other, why = service._model("m2")
+        assert isinstance(other, OpenAICompatibleLLM) and other.model == "m2" and why is None
+        assert other._http is server_model._http
+        refused, why = service._model("m3")
+        assert refused is None and "'m3' is not on this server" in (why or "")
+        assert service._model(None) == (server_model, None)
+    finally:
+        await server_model.close()

@@ -79,6 +79,7 @@ class LLMSetup:
 
     provider: str = "auto"
     model: str = ""  # "" : the provider's default
+    allowed_models: tuple[str, ...] = ()  # others a request or tenant may name (openai)
     base_url: str | None = None
     api_key: str | None = None
     timeout_s: float = 60.0

@@ -285,7 +285,7 @@ class AnswerService:
             return None, self.llm_reason
         if not name or name == self.llm.model:
             return self.llm, None
-        if self.llm.provider != "openai":
+        if self.llm.provider != "openai" or name not in self.llm_setup.allowed_models:
             return None, f"llm_model {name!r} is not on this server (its model: {self.llm.model})"
         if name not in self._others:
             from knowmind.models.llm_openai import OpenAICompatibleLLM
