@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint clean bench-quick bench bench-scale bench-fairness fuzz
+.PHONY: install run test lint clean bench-quick bench bench-scale bench-fairness bench-answer fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ bench-fairness: $(TEST_STAMP)
 	$(BIN)/python -m benchmark.fairness --out $(BENCH_OUT)
 
 # Everything (see README for the runtime on a 2-core machine).
+# Answer methods' retrieval (hyde, multi_query, corrective) against standard with the embedded
+# language model (benchmark/answers.py): a few minutes, not in CI.
+bench-answer: $(TEST_STAMP)
+	$(BIN)/python -m benchmark.answers --out $(BENCH_OUT)
+
 bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmark --out $(BENCH_OUT)
 

@@ -28,6 +28,7 @@ class Passage:
     content: str
     score: float
     stages: tuple[str, ...] = ()  # the recall stages that found it
+    source: str | None = None  # the memory's source
 
 
 # (query text, how many) → passages best first; the caller's tenant, filters and options bound

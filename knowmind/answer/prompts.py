@@ -21,12 +21,13 @@ __all__ = [
 
 NO_SUPPORT = "The stored memories do not answer this."
 PASSAGE_CHARS = 1200  # of each source shown to the model
+GRADE_CHARS = 300  # of each source shown for grading whether it helps (prompt time on a CPU)
 
 
-def sources_block(passages: Sequence[Passage]) -> str:
+def sources_block(passages: Sequence[Passage], chars: int = PASSAGE_CHARS) -> str:
     """Sources numbered as the answer cites them: ``[1]``, ``[2]``, …"""
     return "\n\n".join(
-        f"[{n}] {p.title + ': ' if p.title else ''}{p.content[:PASSAGE_CHARS]}"
+        f"[{n}] {p.title + ': ' if p.title else ''}{p.content[:chars]}"
         for n, p in enumerate(passages, start=1)
     )
 
@@ -77,7 +78,10 @@ def grade_passages_prompt(question: str, passages: Sequence[Passage]) -> list[Me
             "content": "For each numbered source, say whether it helps to answer the question. "
             "Reply with one line per source: the number, then yes or no. Example:\n1 yes\n2 no",
         },
-        {"role": "user", "content": f"Question: {question}\n\n{sources_block(passages)}"},
+        {
+            "role": "user",
+            "content": f"Question: {question}\n\n{sources_block(passages, GRADE_CHARS)}",
+        },
     ]
 
 

@@ -16,7 +16,7 @@ from uuid import UUID
 
 import structlog
 
-from knowmind.answer.base import AnswerContext, MethodOutcome, Passage
+from knowmind.answer.base import AnswerContext, MethodOutcome, Passage, Retrieve
 from knowmind.answer.citations import Cited, cite
 from knowmind.answer.enhancers import compress, with_parent_context
 from knowmind.answer.methods import ANSWER_METHODS, METHOD_NAMES, choose_method
@@ -168,12 +168,12 @@ class AnswerService:
                 )
             if history:
                 result.degraded.append("condense: no language model; retrieved with the question")
-            passages, reasons = await self._retriever(who, request)(question, request.k)
+            passages, reasons = await self.retriever(who, request)(question, request.k)
             result.degraded.extend(f"retrieve: {r}" for r in reasons)
             result.passages = await self._enhance(who, request, question, passages, result)
             result.details["retrieval"] = "recall"
             return None, result, None
-        ctx = AnswerContext(llm, self._retriever(who, request), max_tokens=request.max_tokens)
+        ctx = AnswerContext(llm, self.retriever(who, request), max_tokens=request.max_tokens)
         retrieval_question = await self._standalone(ctx, history, question, result)
         if not tenant_settings.multi_query and method in ("multi_query", "auto"):
             method = self._without_multi_query(ctx, method, retrieval_question, result)
@@ -335,7 +335,9 @@ class AnswerService:
             result.details["compress"] = kept
         return passages
 
-    def _retriever(self, who: Principal, request: AnswerRequest) -> Any:
+    def retriever(self, who: Principal, request: AnswerRequest) -> Retrieve:
+        """Recall for the answer's caller with its filters and rerank choice."""
+
         async def retrieve(query: str, k: int) -> tuple[list[Passage], list[str]]:
             # reranking may run: over-retrieve 3× so it can lift passages from below the top k
             wide = k if request.rerank is False else min(K_MAX, RERANK_WIDEN * k)
@@ -354,6 +356,7 @@ class AnswerService:
                     content=hit.chunk.content,
                     score=round(min(1.0, hit.score / best), 4),
                     stages=tuple(s for s, rank in hit.stages.items() if rank is not None),
+                    source=hit.chunk.source,
                 )
                 for hit in outcome.results[:k]
             ]
