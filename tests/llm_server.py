@@ -16,18 +16,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["free_port", "llm_server"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+__all__ = ["llm_server"]
 
 
 @contextmanager
 def llm_server(weights: Path, api_key: str | None = None) -> Iterator[str]:
     """The server's API root (``http://127.0.0.1:PORT/v1``) while it runs."""
+    from tests.test_server_process import free_port  # here: this file also runs as a script
+
     port = free_port()
     args = [sys.executable, __file__, str(weights), str(port), *([api_key] if api_key else [])]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -20,7 +20,7 @@ from knowmind.app import create_app
 from knowmind.models.llm import LLMSetup
 from knowmind.models.llm_embedded import embedded_weights
 from tests.conftest import TenantAccess, count_rows, make_tenant
-from tests.llm_server import free_port
+from tests.test_server_process import free_port
 
 if embedded_weights(LLMSetup()) is None:
     pytest.skip(

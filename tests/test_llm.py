@@ -13,7 +13,8 @@ from knowmind.models.llm import LLMSetup, LLMUnavailableError, build_llm
 from knowmind.models.llm_embedded import EmbeddedLLM, embedded_weights
 from knowmind.models.llm_openai import OpenAICompatibleLLM
 from knowmind.settings import Settings, SettingsError
-from tests.llm_server import free_port, llm_server
+from tests.llm_server import llm_server
+from tests.test_server_process import free_port
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? One short sentence."}]
 

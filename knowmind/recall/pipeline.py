@@ -68,6 +68,10 @@ class RecallOutcome:
     # share in (0, 1]); 0 when nothing was fused
     best_score: float = 0.0
 
+    def share(self, score: float) -> float:
+        """``score`` as a share of the best possible fused score (1.0: first everywhere)."""
+        return round(min(1.0, score / self.best_score), 4) if self.best_score > 0 else 0.0
+
 
 @dataclass(slots=True)
 class _StageRun:

@@ -347,14 +347,13 @@ class AnswerService:
                     text=query[:4000], k=wide, filters=request.filters, rerank=request.rerank
                 ),
             )
-            best = outcome.best_score or 1.0
             passages = [
                 Passage(
                     memory_id=hit.chunk.memory_id,
                     chunk_id=hit.chunk.chunk_id,
                     title=hit.chunk.title,
                     content=hit.chunk.content,
-                    score=round(min(1.0, hit.score / best), 4),
+                    score=outcome.share(hit.score),
                     stages=tuple(s for s, rank in hit.stages.items() if rank is not None),
                     source=hit.chunk.source,
                 )

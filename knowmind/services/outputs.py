@@ -103,13 +103,11 @@ def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
     """The MCP recall tools' answer: ours (``results``, ``degraded``) plus what knowmind's
     clients read: ``hits`` (``chunk_id``, ``content``, ``score``, ``metadata`` with
     ``source_id``, ``name``, ``title``) and ``latency_ms``."""
-    best = outcome.best_score
     hits = [
         {
             "chunk_id": hit.chunk.chunk_id,
             "content": hit.chunk.content,
-            # a share of the best possible fused score: 1.0 = first in every stage that ran
-            "score": round(min(1.0, hit.score / best), 4) if best > 0 else 0.0,
+            "score": outcome.share(hit.score),
             "metadata": {
                 "source_id": hit.chunk.memory_id,
                 "name": hit.chunk.title or hit.chunk.source or _excerpt(hit.chunk.content),
