@@ -18,6 +18,8 @@ from knowmind.linking.matching import MatchedEntity
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.graph import GraphStage
 from knowmind.store.edges import neighbour_links
+from knowmind.store.entities import search_entities_many
+from knowmind.store.lexical import similar_lexemes
 from tests.conftest import make_tenant
 
 
@@ -137,3 +139,33 @@ async def test_postgres_reader_stays_within_its_node_budget(db, hub):
         tenant, {entity: 1.0}, 2, 0.85, 20
     )
     assert len(unbounded.memories) == 40  # default: 40 links per node
+
+
+async def test_trigram_lookups_never_scan_the_table(db, hub):
+    """The fuzzy look-ups (entity names, typo corrections) walk the trigram index even where a
+    table is small enough (1.5k names) that a scan looks cheaper to the planner: a scan computes
+    the trigrams of every row for every phrase (22 ms p50 of a 100k-chunk recall)."""
+    tenant, entity = hub
+    async with db.owner_tx() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO entity_names (tenant_id, entity_id, norm_name, is_alias) "
+                "SELECT CAST(:t AS uuid), CAST(:e AS uuid), 'hub', false UNION ALL "
+                "SELECT CAST(:t AS uuid), CAST(:e AS uuid), 'alias number ' || i, true "
+                "FROM generate_series(1, 1500) i "
+                "ON CONFLICT DO NOTHING"
+            ),
+            {"t": tenant, "e": entity},
+        )
+        await conn.execute(text("ANALYZE entity_names"))
+    seq_scans = (
+        "SELECT pg_stat_get_xact_numscans('entity_names'::regclass)"
+        " + pg_stat_get_xact_numscans('bm25_lexemes'::regclass)"
+    )
+    async with db.tenant_tx(tenant) as conn:
+        before = await conn.scalar(text(seq_scans))
+        names = await search_entities_many(conn, tenant, ["hubb", "hub memory"], 3)
+        await similar_lexemes(conn, tenant, ["memroy"], 0.45, per_term=2)
+        after = await conn.scalar(text(seq_scans))
+    assert [row.name for row in names["hubb"]] == ["Hub"]  # found, through the index
+    assert after == before
