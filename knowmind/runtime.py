@@ -26,17 +26,23 @@ from knowmind.services.admin import AdminService
 from knowmind.services.answer import AnswerService
 from knowmind.services.audit import AuditService
 from knowmind.services.document_jobs import DocumentIngestJob
-from knowmind.services.documents import INGEST_DOCUMENT_JOB, DocumentService
+from knowmind.services.documents import (
+    INGEST_DOCUMENT_JOB,
+    SUMMARY_TREE_JOB,
+    DocumentService,
+)
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.health import HealthService, HostFacts, WarmUp
 from knowmind.services.jobs import JobService
 from knowmind.services.limits import RequestLimits
+from knowmind.services.llm_graph import LLMGraphExtraction
 from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
+from knowmind.services.summary_tree import SummaryTreeJob
 from knowmind.services.supervision import DatabaseSupervisor
 from knowmind.services.tenant_settings import TenantSettingsService
-from knowmind.settings import GraphSettings, RecallSettings, Settings
+from knowmind.settings import GraphSettings, RecallSettings, Settings, SettingsError
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
@@ -132,6 +138,9 @@ class Runtime:
                 models.separate_query_model,
             )
         await check_embedding_model(settings.database.database_url, embedder.model_id, embedder.dim)
+        llm, no_llm = build_llm(models.llm_setup)
+        if llm is None and "llm" in settings.ingest.extractor_list:
+            raise SettingsError(f"KNOWMIND_EXTRACTORS=llm needs a language model: {no_llm}")
         db = Database.connect(
             settings.database.database_url,
             settings.database.app_database_url,
@@ -173,11 +182,21 @@ class Runtime:
         )
         graph = GraphService(db)
         documents = DocumentService(db, executor, settings.ingest, graph)
+        documents.tree_unavailable = None if llm else no_llm
+        recall = RecallService(pipeline, settings.recall.recall_candidates)
+        answers = AnswerService(db, recall, executor, llm, no_llm, models.llm_setup)
         worker = JobWorker(
             db,
             {
-                EXTRACT_JOB: Extraction(db, settings.ingest.extractor_list),
+                EXTRACT_JOB: Extraction(
+                    db,
+                    settings.ingest.extractor_list,
+                    LLMGraphExtraction(
+                        db, graph, answers.tenant_model, settings.ingest.extraction_prompt
+                    ),
+                ),
                 INGEST_DOCUMENT_JOB: DocumentIngestJob(documents),
+                SUMMARY_TREE_JOB: SummaryTreeJob(db, executor, answers.tenant_model),
             },
             poll_seconds=settings.ingest.job_poll_seconds,
         )
@@ -185,9 +204,6 @@ class Runtime:
         tasks: list[asyncio.Task[None]] = []
         warmup = WarmUp(executor, rerank)
         mirror = mirror_drainer(db, settings.graph)
-        llm, no_llm = build_llm(models.llm_setup)
-        recall = RecallService(pipeline, settings.recall.recall_candidates)
-        answers = AnswerService(db, recall, executor, llm, no_llm, models.llm_setup)
         health = HealthService(
             db,
             executor,

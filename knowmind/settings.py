@@ -357,10 +357,12 @@ class IngestSettings:
         default=200, metadata={"doc": "Sentences repeated between neighbouring chunks (chars)"}
     )
     extractors: str = field(
-        default="gazetteer,ner", metadata={"doc": "Extraction at ingest: gazetteer, ner"}
+        default="gazetteer,ner",
+        metadata={"doc": "Extraction at ingest: gazetteer, ner, llm (needs a language model)"},
     )
     extraction_prompt: str | None = field(
-        default=None, metadata={"doc": "LLM extraction prompt with `__CHUNK__` (reserved)"}
+        default=None,
+        metadata={"doc": "The `llm` extractor's prompt, with `__CHUNK__` (tenants may set theirs)"},
     )
     job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
     async_document_chunks: int = field(
@@ -452,12 +454,13 @@ class Settings:
         for group, name in positive:
             if getattr(group, name) <= 0:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
-        unknown = set(ingest.extractor_list) - {"gazetteer", "ner"}
+        unknown = set(ingest.extractor_list) - {"gazetteer", "ner", "llm"}
         if unknown:
             raise SettingsError(
-                f"KNOWMIND_EXTRACTORS: {sorted(unknown)} not available (gazetteer, ner); "
-                "LLM extraction is not implemented in this version"
+                f"KNOWMIND_EXTRACTORS: {sorted(unknown)} not available (gazetteer, ner, llm)"
             )
+        if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
+            raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
         if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
         for group, name in (

@@ -5,6 +5,7 @@ not how good the answers are."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from uuid import uuid4
@@ -14,12 +15,13 @@ from litestar.testing import AsyncTestClient
 
 from knowmind.answer.base import Passage
 from knowmind.answer.citations import cite
-from knowmind.answer.methods import choose_method
+from knowmind.answer.methods import METHOD_NAMES, choose_method
 from knowmind.answer.prompts import NO_SUPPORT
 from knowmind.app import create_app
 from knowmind.models.llm import LLMSetup
 from knowmind.models.llm_embedded import embedded_weights
 from tests.conftest import TenantAccess, count_rows, make_tenant
+from tests.llm_server import llm_server
 from tests.test_server_process import free_port
 
 if embedded_weights(LLMSetup()) is None:
@@ -258,3 +260,42 @@ async def test_a_conversation_reads_follow_ups_with_its_history(client, answerin
         headers=answering.write,
     )
     assert joined.status_code == 200, joined.text
+
+
+async def test_every_method_over_the_openai_protocol(settings, embedder) -> None:
+    """The same flows with the same model served by a real llama.cpp server process over the
+    OpenAI-compatible protocol: every method, both enhancers, a conversation and a summary tree."""
+    weights = embedded_weights(LLMSetup())
+    assert weights is not None
+    with llm_server(weights) as base:
+        over_http = settings.with_overrides(
+            llm_provider="openai", llm_base_url=base, llm_model="smollm2", llm_retries=0
+        )
+        async with AsyncTestClient(app=create_app(over_http, embedder=embedder)) as server:
+            tenant = await make_tenant(server, language="english")
+            document = "\n\n".join(f"## {title}\n\n{content}" for title, content in FACTS)
+            upload = {"title": "Facts", "content": document, "build_tree": True}
+            stored = await server.post("/v1/documents?wait=true", json=upload, headers=tenant.write)
+            assert stored.status_code == 201, stored.text
+            tree_job = stored.json()["tree_job_id"]
+            for _ in range(600):
+                job = (await server.get(f"/v1/jobs/{tree_job}", headers=tenant.read)).json()
+                if job["status"] in ("done", "failed"):
+                    break
+                await asyncio.sleep(0.2)
+            assert job["status"] == "done", job
+            question = "When does the canteen in Kassel open and when do backups run?"
+            for method in METHOD_NAMES:
+                body = await ask(server, tenant, question=question, method=method)
+                assert body["model"] == "smollm2" and body["passages"], body
+                assert not any("cannot connect" in r for r in body["degraded_reasons"])
+            raptor = await ask(server, tenant, question=question, method="raptor")
+            assert raptor["method_details"]["retrieval"] == "raptor"
+            enhanced = await ask(
+                server, tenant, question=question, compress=True, parent_context=True
+            )
+            assert enhanced["method_details"]["compress"]["of"] >= 1
+            thread = {"conversation_id": str(uuid4())}
+            await ask(server, tenant, question="How tall is the lighthouse?", **thread)
+            follow = await ask(server, tenant, question="When was it built?", **thread)
+            assert "condense" in follow["timings_ms"]

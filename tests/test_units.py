@@ -156,8 +156,14 @@ def test_stage_weights_setting():
         Settings.from_env({"KNOWMIND_STAGE_WEIGHTS": "vector=heavy"})
     with pytest.raises(SettingsError, match="KNOWMIND_GRAPH_BACKEND"):
         Settings.from_env({"KNOWMIND_GRAPH_BACKEND": "neo4j"})  # without KNOWMIND_NEO4J_URL
-    with pytest.raises(SettingsError, match="LLM extraction"):
-        Settings.from_env({"KNOWMIND_EXTRACTORS": "gazetteer,llm"})
+    with pytest.raises(SettingsError, match="not available"):
+        Settings.from_env({"KNOWMIND_EXTRACTORS": "gazetteer,openie"})
+    assert (
+        Settings.from_env({"KNOWMIND_EXTRACTORS": "gazetteer,llm"}).ingest.extractor_list[1]
+        == "llm"
+    )
+    with pytest.raises(SettingsError, match="__CHUNK__"):
+        Settings.from_env({"KNOWMIND_EXTRACTION_PROMPT": "Extract entities."})
 
 
 def test_settings_groups_keep_the_variable_names():

@@ -16,6 +16,7 @@ __all__ = [
     "MethodOutcome",
     "Passage",
     "Retrieve",
+    "SearchSummaries",
     "merge_passages",
 ]
 
@@ -29,10 +30,13 @@ class Passage:
     score: float
     stages: tuple[str, ...] = ()  # the recall stages that found it
     source: str | None = None  # the memory's source
+    summary_level: int | None = None  # a RAPTOR summary node (chunk_id: the node's id)
 
 
 # (query text, how many) → passages best first; the caller's tenant, filters and options bound
 Retrieve = Callable[[str, int], Awaitable[tuple[list[Passage], list[str]]]]
+# (query text, how many) → the tenant's nearest summary nodes (RAPTOR), as passages
+SearchSummaries = Callable[[str, int], Awaitable[list[Passage]]]
 
 
 @dataclass(slots=True)
@@ -42,6 +46,7 @@ class AnswerContext:
     llm: LLM
     retrieve_passages: Retrieve
     max_tokens: int = 256
+    search_summaries: SearchSummaries | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0

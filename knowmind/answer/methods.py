@@ -11,8 +11,10 @@ method goes on with what it has — it never claims a step that did not run.
   better query, which is recalled and merged with the passages that helped.
 - ``self_rag``: standard, then the model rates its answer against the passages (1–5); below
   ``SELF_RAG_THRESHOLD`` it refines the answer once.
-- ``raptor``: recall over the tenant's summary tree — not available yet: said in ``degraded``,
-  answered as ``standard``.
+- ``raptor``: collapsed-tree retrieval — the question's passages (recall) and the nearest nodes
+  of the tenant's summary trees (documents uploaded with ``build_tree``), one list by reciprocal
+  rank fusion (a leaf and a summary alternate); a tenant without trees gets ``standard``, said
+  in ``degraded``.
 - ``auto``: picks one of the above from the question's form and reports why.
 """
 
@@ -116,11 +118,27 @@ async def self_rag(ctx: AnswerContext, question: str, k: int) -> MethodOutcome:
 
 
 async def raptor(ctx: AnswerContext, question: str, k: int) -> MethodOutcome:
-    ctx.degraded.append(
-        "raptor: no summary tree is available for this tenant in this version; answered with "
-        "standard retrieval"
+    if ctx.search_summaries is None:
+        ctx.degraded.append("raptor: summary trees cannot be searched here; standard used")
+        return await standard(ctx, question, k)
+    leaves, summaries = await asyncio.gather(
+        ctx.retrieve("retrieve", question, k), ctx.search_summaries(question, k)
     )
-    return await standard(ctx, question, k)
+    if not summaries:
+        ctx.degraded.append(
+            "raptor: no summary tree in this tenant (upload documents with build_tree: true); "
+            "standard retrieval used"
+        )
+        return MethodOutcome(leaves, "recall", details={"summaries": 0})
+    ranked = sorted(
+        [(rank, 0, p) for rank, p in enumerate(leaves)]
+        + [(rank, 1, p) for rank, p in enumerate(summaries)],
+        key=lambda item: (item[0], item[1]),  # RRF with equal weights: alternate by rank
+    )[:k]
+    passages = [p for _, _, p in ranked]
+    levels = sorted({p.summary_level for p in passages if p.summary_level})
+    details = {"summaries": sum(1 for p in passages if p.summary_level), "levels": levels}
+    return MethodOutcome(passages, "raptor", details=details)
 
 
 _SEVERAL = re.compile(

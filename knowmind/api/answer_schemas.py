@@ -65,6 +65,10 @@ class AnswerPassage(Struct):
     content: str
     score: float
     stages: list[str]
+    summary_level: Annotated[
+        int | None,
+        Meta(description="raptor: a summary node of this level (chunk_id is the node's id)"),
+    ] = None
 
 
 class AnswerOut(Struct):

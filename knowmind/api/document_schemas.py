@@ -27,6 +27,13 @@ class DocumentIn(Struct):
     source: ShortText | None = None
     relations: Annotated[list[RelationIn], RelationCount] = msgspec.field(default_factory=list)
     replace_document_id: UUID | None = None
+    build_tree: Annotated[
+        bool,
+        Meta(
+            description="also build a RAPTOR summary tree in the background (answer method "
+            "raptor; needs a language model)"
+        ),
+    ] = False
 
 
 class DocumentOut(Struct):
@@ -38,6 +45,8 @@ class DocumentOut(Struct):
     chunks: int
     status: Literal["created", "replaced", "unchanged", "accepted"]
     job_id: UUID | None = None
+    tree_job_id: UUID | None = None  # build_tree: the job that builds the summary tree
+    tree_note: str | None = None  # build_tree: why no tree is built
     embedded_by: str = "server"
     embedding_note: str | None = None
 

@@ -12,7 +12,9 @@ from msgspec import Meta
 from knowmind.errors import InvalidInputError
 
 __all__ = [
+    "CHUNK_PLACEHOLDER",
     "CLASS_PATTERN",
+    "EXTRACTION_PROMPT_MAX_CHARS",
     "HOPS_DEFAULT",
     "K_DEFAULT",
     "MEMORY_TYPES",
@@ -51,6 +53,9 @@ CLASS_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
 MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
 # kinds of statement a chunk may be tagged with (chunks.kind, migration 0008)
 STATEMENT_KINDS = ("preference", "fact", "update")
+# A tenant's prompt for the LLM graph extractor: the chunk's text replaces the placeholder.
+CHUNK_PLACEHOLDER = "__CHUNK__"
+EXTRACTION_PROMPT_MAX_CHARS = 8000
 
 QUERY_MAX_CHARS = 4000
 K_MIN, K_MAX, K_DEFAULT = 1, 25, 5

@@ -1,13 +1,13 @@
 """Extraction after a memory commits: mentions of known entities (gazetteer) and candidate
 entities from named-entity recognition. Runs as a background job, never on the write path.
 
-Extension point: an extractor turns a chunk into spans. LLM extraction (a prompt with a
-``__CHUNK__`` placeholder) will plug in here as one more ``Recogniser``; it is not implemented,
-and asking for it is refused at start-up rather than silently skipped.
+``llm``: the LLM graph extractor (``services.llm_graph``, handed in by the runtime: it needs the
+tenant's language model and the graph service) runs after the others, in its own transaction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -27,8 +27,9 @@ from knowmind.store.tenants import tenant_language
 __all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "Extraction", "build_recognisers"]
 
 EXTRACT_JOB = "extract_mentions"
-AVAILABLE_EXTRACTORS = ("gazetteer", "ner")
-CHUNK_PLACEHOLDER = "__CHUNK__"
+AVAILABLE_EXTRACTORS = ("gazetteer", "ner", "llm")
+# (tenant, memory) → counts: the LLM graph extractor
+LLMGraphStep = Callable[[UUID, UUID], Awaitable[dict[str, Any]]]
 
 
 def build_recognisers(extractors: list[str], language: str) -> list[Recogniser]:
@@ -47,6 +48,7 @@ class Extraction:
 
     db: Database
     extractors: list[str]
+    llm_graph: LLMGraphStep | None = None
 
     async def __call__(self, tenant_id: UUID, payload: dict[str, Any]) -> dict[str, Any]:
         memory_id = UUID(payload["memory_id"])
@@ -98,6 +100,8 @@ class Extraction:
                         )
                         counts["ner"] += 1
             await edge_store.insert_mentions(conn, tenant_id, mentions)
+        if "llm" in self.extractors and self.llm_graph is not None:
+            return counts | await self.llm_graph(tenant_id, memory_id)
         return counts
 
 

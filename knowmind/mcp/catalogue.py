@@ -199,6 +199,11 @@ SPECS: tuple[ToolSpec, ...] = (
                 "title": _schema(c.NonEmptyTitle, "document title (upsert key)"),
                 "source": _schema(c.ShortText, "where it comes from"),
                 "relations": _RELATIONS,
+                "build_tree": {
+                    "type": "boolean",
+                    "description": "also build a RAPTOR summary tree (background job; needs a "
+                    "language model) for method raptor of knowmind_answer",
+                },
             },
             ("content",),
         ),

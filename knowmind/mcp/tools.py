@@ -69,6 +69,7 @@ async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
         content=a["content"],
         source=a.get("source"),
         relations=inline_relations(a.get("relations") or ()),
+        build_tree=bool(a.get("build_tree")),
     )
     done = await rt.documents.upload(who, draft)
     return document_result(done)

@@ -16,7 +16,13 @@ from uuid import UUID
 
 import structlog
 
-from knowmind.answer.base import AnswerContext, MethodOutcome, Passage, Retrieve
+from knowmind.answer.base import (
+    AnswerContext,
+    MethodOutcome,
+    Passage,
+    Retrieve,
+    SearchSummaries,
+)
 from knowmind.answer.citations import Cited, cite
 from knowmind.answer.enhancers import compress, with_parent_context
 from knowmind.answer.methods import ANSWER_METHODS, METHOD_NAMES, choose_method
@@ -29,6 +35,7 @@ from knowmind.models.llm import LLM, LLMSetup, LLMUnavailableError, Message
 from knowmind.recall.base import RecallRequest
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.recall import RecallService
+from knowmind.services.summary_tree import SummarySearch
 from knowmind.services.tenant_settings import TenantSettingsService
 from knowmind.store import conversations as conversation_store
 from knowmind.store.conversations import Turn
@@ -88,6 +95,7 @@ class AnswerService:
         self.llm, self.llm_reason, self.llm_setup = llm, llm_reason, llm_setup
         self._others: dict[str, LLM] = {}  # other models of the same OpenAI-compatible server
         self.tenant_settings = TenantSettingsService(db)
+        self.summaries = SummarySearch(db, embedder)
 
     async def answer(self, who: Principal, request: AnswerRequest) -> AnswerResult:
         started = time.perf_counter()
@@ -173,7 +181,12 @@ class AnswerService:
             result.passages = await self._enhance(who, request, question, passages, result)
             result.details["retrieval"] = "recall"
             return None, result, None
-        ctx = AnswerContext(llm, self.retriever(who, request), max_tokens=request.max_tokens)
+        ctx = AnswerContext(
+            llm,
+            self.retriever(who, request),
+            max_tokens=request.max_tokens,
+            search_summaries=self.summary_searcher(who, request),
+        )
         retrieval_question = await self._standalone(ctx, history, question, result)
         if not tenant_settings.multi_query and method in ("multi_query", "auto"):
             method = self._without_multi_query(ctx, method, retrieval_question, result)
@@ -272,6 +285,10 @@ class AnswerService:
             raise InvalidInputError("method", f"must be one of {', '.join(METHOD_NAMES)}")
         return method
 
+    async def tenant_model(self, who: Principal) -> tuple[LLM | None, str | None]:
+        """The tenant's language model (its setting, else the server's), or None and why."""
+        return self._model((await self.tenant_settings.get(who)).llm_model)
+
     def model_problem(self, name: str) -> str | None:
         """Why ``name`` cannot be a tenant's model here (None: it can be tried)."""
         _, problem = self._model(name)
@@ -334,6 +351,25 @@ class AnswerService:
             passages, kept = await compress(self.embedder, str(tenant_of(who)), question, passages)
             result.details["compress"] = kept
         return passages
+
+    def summary_searcher(self, who: Principal, request: AnswerRequest) -> SearchSummaries:
+        """The caller's summary nodes nearest a query, as passages (``raptor``)."""
+
+        async def search(query: str, k: int) -> list[Passage]:
+            hits = await self.summaries.nearest(tenant_of(who), query[:4000], request.filters, k)
+            return [
+                Passage(
+                    memory_id=hit.memory_id,
+                    chunk_id=hit.id,
+                    title=hit.title,
+                    content=hit.content,
+                    score=hit.similarity,
+                    summary_level=hit.level,
+                )
+                for hit in hits
+            ]
+
+        return search
 
     def retriever(self, who: Principal, request: AnswerRequest) -> Retrieve:
         """Recall for the answer's caller with its filters and rerank choice."""

@@ -26,6 +26,7 @@ def _draft_of(payload: dict[str, Any]) -> DocumentDraft:
         source=payload.get("source"),
         relations=tuple(InlineRelation(**r) for r in payload.get("relations") or ()),
         replace_document_id=UUID(replace) if replace else None,
+        build_tree=bool(payload.get("build_tree")),
     )
 
 
@@ -46,4 +47,6 @@ class DocumentIngestJob:
             "chunks": done.chunks,
             "status": done.status,
             "extraction_job_id": str(done.job_id) if done.job_id else None,
+            "tree_job_id": str(done.tree_job_id) if done.tree_job_id else None,
+            "tree_note": done.tree_note,
         }

@@ -24,9 +24,11 @@ from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import documents as document_store
 from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
+from knowmind.store import summaries as summary_store
 
 __all__ = [
     "INGEST_DOCUMENT_JOB",
+    "SUMMARY_TREE_JOB",
     "ClientChunk",
     "DocumentDraft",
     "DocumentResult",
@@ -38,6 +40,7 @@ log = structlog.get_logger(__name__)
 
 DOCUMENT_MEMORY_TYPE = "reference"
 INGEST_DOCUMENT_JOB = "ingest_document"  # handled by services.document_jobs
+SUMMARY_TREE_JOB = "build_summary_tree"  # handled by services.summary_tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,7 @@ class DocumentDraft:
     relations: tuple[InlineRelation, ...] = ()
     replace_document_id: UUID | None = None
     chunks: tuple[ClientChunk, ...] = ()
+    build_tree: bool = False  # a RAPTOR summary tree, built by a job after the upload
     embedding_model: str | None = None
 
 
@@ -70,6 +74,8 @@ class DocumentResult:
     embedded_by: str = "server"  # or "client": the client's chunk embeddings were used
     # why client chunk embeddings were not used (the server embedded instead); None otherwise
     embedding_note: str | None = None
+    tree_job_id: UUID | None = None  # build_tree: the job building the summary tree
+    tree_note: str | None = None  # build_tree: why no tree is built
 
 
 def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
@@ -82,10 +88,14 @@ def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
         "relations": [dataclasses.asdict(r) for r in draft.relations],
         "replace_document_id": str(replace) if replace else None,
         "language": language,
+        "build_tree": draft.build_tree,
     }
 
 
 class DocumentService(MemoryWriter):
+    # why this server cannot build summary trees (set at start-up: no language model)
+    tree_unavailable: str | None = "no language model"
+
     async def upload(
         self,
         who: Principal,
@@ -148,14 +158,43 @@ class DocumentService(MemoryWriter):
                 relations=draft.relations,
             )
             assert stored is not None  # document memories are not deduplicated by sha
+            tree_job, tree_note = await self._tree(conn, who, document_id, draft, existing)
         self.on_job_enqueued()
         status = "replaced" if existing else "created"
         note = self._refusal(draft)
         if note:
             log.info("documents.client_embeddings_refused", reason=note)
         return DocumentResult(
-            document_id, stored.id, stored.chunks, status, stored.job_id, chunks.embedded_by, note
+            document_id,
+            stored.id,
+            stored.chunks,
+            status,
+            stored.job_id,
+            chunks.embedded_by,
+            note,
+            tree_job,
+            tree_note,
         )
+
+    async def _tree(
+        self,
+        conn: AsyncConnection,
+        who: Principal,
+        document_id: UUID,
+        draft: DocumentDraft,
+        existing: document_store.DocumentRow | None,
+    ) -> tuple[UUID | None, str | None]:
+        """A replaced document's old summary tree goes (it summarised the old text); with
+        ``build_tree`` a job builds the new one, in the upload's transaction."""
+        tenant = tenant_of(who)
+        if existing is not None:
+            await summary_store.delete_document_tree(conn, tenant, document_id)
+        if not draft.build_tree:
+            return None, None
+        if self.tree_unavailable is not None:
+            return None, f"no summary tree: {self.tree_unavailable}"
+        payload = {"document_id": str(document_id), "language": who.language}
+        return await job_store.enqueue_job(conn, tenant, SUMMARY_TREE_JOB, payload), None
 
     async def _unchanged(
         self,

@@ -191,7 +191,10 @@ class GraphService:
         tenant: UUID,
         memory_id: UUID,
         relations: list[InlineRelation],
+        method: str = "inline",
     ) -> None:
+        """Draw the relations (entities found or created); ``method``: how they were found
+        (``inline``: given with the memory, ``llm``: the LLM extractor), kept on the mentions."""
         ontology = await self.ontology(conn, tenant)
         memory = graph.Node(memory_id, "memory", None)
         mentions = []
@@ -207,6 +210,7 @@ class GraphService:
                 predicate.object_classes,
                 relation.object_description,
                 f"{field_prefix}.object",
+                origin=method,
             )
             source = memory
             if relation.subject:
@@ -219,16 +223,17 @@ class GraphService:
                     predicate.subject_classes,
                     None,
                     f"{field_prefix}.subject",
+                    origin=method,
                 )
                 mentions.append(
-                    (memory_id, None, source.id, "inline", relation.confidence, None, None)
+                    (memory_id, None, source.id, method, relation.confidence, None, None)
                 )
             # provenance: erasing the memory erases the edges its relations drew
             provenance = {"source_memory_id": str(memory_id)}
             await graph.link(
                 conn, tenant, ontology, source, target, predicate, relation.confidence, provenance
             )
-            mentions.append((memory_id, None, target.id, "inline", relation.confidence, None, None))
+            mentions.append((memory_id, None, target.id, method, relation.confidence, None, None))
         await edge_store.insert_mentions(conn, tenant, mentions)
 
     async def _find_or_create(
@@ -241,6 +246,8 @@ class GraphService:
         fitting: frozenset[str],
         description: str | None,
         field: str,
+        *,
+        origin: str = "inline",
     ) -> graph.Node:
         norm = _norm_or_422(name, field)
         if entity_class is not None:
@@ -263,7 +270,7 @@ class GraphService:
             norm_name=norm,
             entity_class=entity_class,
             description=description,
-            origin="inline",
+            origin=origin,
         )
         entity_id = await entity_store.insert_entity_if_missing(conn, tenant, new)
         return graph.Node(entity_id, "entity", entity_class)

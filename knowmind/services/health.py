@@ -229,7 +229,12 @@ class HealthService:
                 "methods": list(METHOD_NAMES),
                 "enhancers": ["compress", "parent_context", "rerank"],
                 "generation": self.facts.llm_provider != "none",
-                "unavailable": {"raptor": "no summary trees yet: answered as standard"},
+                "summary_trees": self.facts.llm_provider != "none",
+                "unavailable": (
+                    {}
+                    if self.facts.llm_provider != "none"
+                    else {"raptor": "no language model to build summary trees"}
+                ),
             },
             "stages": list(self.pipeline.stages),
             "vector": await self._vector_indexes(),

@@ -134,7 +134,7 @@ def remembered(done: Remembered) -> dict[str, Any]:
 
 
 def document_result(done: DocumentResult) -> dict[str, Any]:
-    return _pick(done, "id", "memory_id", "chunks", "status", "job_id")
+    return _pick(done, "id", "memory_id", "chunks", "status", "job_id", "tree_job_id", "tree_note")
 
 
 def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[InlineRelation, ...]:
@@ -168,6 +168,7 @@ def answer_result(result: AnswerResult, metadata_filter: dict[str, Any]) -> dict
                 "content": p.content,
                 "score": p.score,
                 "stages": list(p.stages),
+                "summary_level": p.summary_level,
             }
             for n, p in enumerate(result.passages, start=1)
         ],

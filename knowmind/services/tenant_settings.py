@@ -20,6 +20,7 @@ __all__ = ["TenantSettings", "TenantSettingsService"]
 class TenantSettings:
     llm_model: str | None = None  # None: the server's model
     multi_query: bool = True  # answers may rephrase a question (multi_query, auto)
+    extraction_prompt: str | None = None  # the LLM graph extractor's; None: the built-in one
 
     @classmethod
     def of(cls, stored: dict[str, Any]) -> TenantSettings:

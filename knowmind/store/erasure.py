@@ -23,6 +23,7 @@ TENANT_TABLES = (
     "jobs",
     "mentions",
     "chunk_terms",
+    "summary_nodes",
     "bm25_lexemes",
     "bm25_corpus",
     "edges",

@@ -74,6 +74,7 @@ class DocumentController(Controller):
             source=data.source,
             replace_document_id=data.replace_document_id,
             relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
+            build_tree=data.build_tree,
         )
         return document_out(await runtime.documents.upload(principal, draft, background=not wait))
 

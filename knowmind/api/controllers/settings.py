@@ -12,7 +12,7 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from knowmind.contract.limits import ModelName
+from knowmind.contract.limits import CHUNK_PLACEHOLDER, EXTRACTION_PROMPT_MAX_CHARS, ModelName
 from knowmind.errors import InvalidInputError
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
@@ -24,6 +24,9 @@ __all__ = ["SettingsController"]
 class TenantSettingsOut(Struct):
     llm_model: Annotated[str | None, Meta(description="null: the server's model")]
     multi_query: bool
+    extraction_prompt: Annotated[
+        str | None, Meta(description="the LLM graph extractor's prompt; null: the built-in one")
+    ] = None
 
 
 class TenantSettingsIn(Struct, forbid_unknown_fields=True):
@@ -31,10 +34,25 @@ class TenantSettingsIn(Struct, forbid_unknown_fields=True):
 
     llm_model: ModelName | UnsetType | None = UNSET
     multi_query: bool | UnsetType | None = UNSET
+    extraction_prompt: (
+        Annotated[
+            str,
+            Meta(
+                max_length=EXTRACTION_PROMPT_MAX_CHARS,
+                description=f"must contain {CHUNK_PLACEHOLDER} where the chunk's text goes",
+            ),
+        ]
+        | UnsetType
+        | None
+    ) = UNSET
 
 
 def _out(settings: TenantSettings) -> TenantSettingsOut:
-    return TenantSettingsOut(llm_model=settings.llm_model, multi_query=settings.multi_query)
+    return TenantSettingsOut(
+        llm_model=settings.llm_model,
+        multi_query=settings.multi_query,
+        extraction_prompt=settings.extraction_prompt,
+    )
 
 
 class SettingsController(Controller):
@@ -56,8 +74,14 @@ class SettingsController(Controller):
         principal: NamedDependency[Principal],
     ) -> TenantSettingsOut:
         """Change the tenant's settings: ``llm_model`` (a model this server can use),
-        ``multi_query`` (answers may rephrase a question into several)."""
+        ``multi_query`` (answers may rephrase a question into several), ``extraction_prompt``
+        (the LLM graph extractor's prompt, with ``__CHUNK__`` where the text goes)."""
         changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not UNSET}
+        prompt = changes.get("extraction_prompt")
+        if prompt is not None and CHUNK_PLACEHOLDER not in prompt:
+            raise InvalidInputError(
+                "extraction_prompt", f"must contain {CHUNK_PLACEHOLDER} where the chunk goes"
+            )
         model = changes.get("llm_model")
         if model is not None:
             problem = runtime.answers.model_problem(model)
