@@ -33,7 +33,7 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
     },
     **{
         ("knowmind_upload_document", name): (DocumentIn, name)
-        for name in ("content", "title", "source", "relations")
+        for name in ("content", "title", "source", "relations", "build_tree")
     },
     **{
         ("knowmind_update_fact", name): (SupersedeIn, name)

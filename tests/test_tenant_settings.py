@@ -17,7 +17,7 @@ SMALL = {"k": 2, "max_tokens": 32}
 
 async def test_settings_default_change_and_reset(client) -> None:
     tenant, other = await make_tenant(client), await make_tenant(client)
-    defaults = {"llm_model": None, "multi_query": True}
+    defaults = {"llm_model": None, "multi_query": True, "extraction_prompt": None}
     assert (await client.get("/v1/settings", headers=tenant.read)).json() == defaults
     refused = await client.patch("/v1/settings", json={"multi_query": False}, headers=tenant.write)
     assert refused.status_code == 403  # an admin token's business
@@ -27,14 +27,18 @@ async def test_settings_default_change_and_reset(client) -> None:
         headers=tenant.admin,
     )
     assert changed.status_code == 200, changed.text
-    assert changed.json() == {"llm_model": "smollm2-135m-instruct", "multi_query": False}
+    assert changed.json() == {
+        "llm_model": "smollm2-135m-instruct",
+        "multi_query": False,
+        "extraction_prompt": None,
+    }
     assert (await client.get("/v1/settings", headers=other.read)).json() == defaults
     unknown = await client.patch("/v1/settings", json={"llm_model": "gpt-9"}, headers=tenant.admin)
     assert unknown.status_code == 422 and unknown.json()["field"] == "llm_model"
     typo = await client.patch("/v1/settings", json={"multiquery": True}, headers=tenant.admin)
     assert typo.status_code == 422
     reset = await client.patch("/v1/settings", json={"llm_model": None}, headers=tenant.admin)
-    assert reset.json() == {"llm_model": None, "multi_query": False}
+    assert reset.json() == {"llm_model": None, "multi_query": False, "extraction_prompt": None}
     audit = await client.get(f"/v1/admin/audit?tenant_id={tenant.id}", headers=ADMIN_HEADERS)
     actions = [e["action"] for e in audit.json()]
     assert actions.count("tenant.settings") == 2  # the refused ones changed nothing

@@ -201,6 +201,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 "relations": _RELATIONS,
                 "build_tree": {
                     "type": "boolean",
+                    "default": False,
                     "description": "also build a RAPTOR summary tree (background job; needs a "
                     "language model) for method raptor of knowmind_answer",
                 },
