@@ -463,6 +463,7 @@ def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _exit_on_signal)
     with database(settings) as settings, suppress(KeyboardInterrupt):
+        _migrate(settings, embedder)  # a no-op at head; waits while another process migrates
         asyncio.run(run())
     return 0
 

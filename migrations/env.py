@@ -19,18 +19,34 @@ def _attributes_from_settings() -> None:
     from knowmind.settings import Settings
 
     settings = Settings.from_env()
-    if not settings.database_url:
+    url = settings.database.database_url
+    if not url:
         raise SystemExit("set KNOWMIND_DATABASE_URL, or run `knowmind migrate` (embedded server)")
-    embedder = build_embedder(settings.embedder, threads=1)
-    config.attributes.setdefault("database_url", settings.database_url)
+    embedder = build_embedder(settings.models.embedder, threads=1)
+    config.attributes.setdefault("database_url", url)
     config.attributes.setdefault("embedding_model", embedder.model_id)
     config.attributes.setdefault("embedding_dim", embedder.dim)
 
 
+# Replicas that start together (several `knowmind serve`, a migration Job) migrate one at a
+# time: a session lock held across the migrations' own transactions; the later ones find the
+# schema at head and do nothing.
+MIGRATION_LOCK = 0x6B6E6D6967  # "knmig"
+
+
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
-    with context.begin_transaction():
-        context.run_migrations()
+    connection.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
+    connection.commit()  # the session lock outlives this transaction
+    try:
+        context.configure(
+            connection=connection, target_metadata=None, transaction_per_migration=True
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+    finally:
+        connection.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK})")
+        connection.commit()
 
 
 async def _run_async() -> None:

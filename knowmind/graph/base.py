@@ -115,7 +115,8 @@ def power_iteration_run(
     result = ppr_over_edges(graph.edges(), seeds, damping=damping, max_iterations=max_iterations)
     best: list[K] = heapq.nlargest(EXPLAINED_NODES, result.scores, key=result.scores.__getitem__)
     kept = set(graph.memories) | set(seeds) | set(best)
-    ids = {node: node_id(node) for node in kept if node in result.scores}
+    # in the walk's node order, not the set's: that depends on the process's hash seed
+    ids = {node: node_id(node) for node in result.scores if node in kept}
     scores = {ids[node]: result.scores[node] for node in ids}
     return PPRRun(scores, {ids[m] for m in graph.memories if m in ids}, result.iterations, _METHOD)
 

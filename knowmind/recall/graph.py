@@ -72,8 +72,9 @@ class GraphStage:
         # memories are the linked memory nodes, and the hits that seeded the walk (a hit with no
         # links keeps its reset mass: it must not lose its place to a linked stranger)
         memories = result.memories | hits
-        ranked = sorted(
-            (node for node in result.scores if node in memories), key=lambda n: -result.scores[n]
+        ranked = sorted(  # ties by id: every replica answers alike
+            (node for node in result.scores if node in memories),
+            key=lambda n: (-result.scores[n], str(n)),
         )[: query.candidates]
         async with ctx.db.read(query.tenant) as conn:
             chunks = await first_chunks(conn, query.tenant, ranked, query.filters)
