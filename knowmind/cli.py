@@ -1,5 +1,5 @@
 """``knowmind serve | migrate | tenant create | tenant-index | token create | import | worker |
-graph``."""
+graph | citus``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from knowmind.cli_citus import add_citus_parser
 from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from knowmind.db.engine import Database
 from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
@@ -570,6 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     resync = graph.add_parser("resync", help="rebuild one tenant's Neo4j mirror from PostgreSQL")
     resync.add_argument("--tenant", required=True, type=UUID)
     resync.set_defaults(fn=cmd_graph_resync)
+    add_citus_parser(sub)
     return parser
 
 
