@@ -1,5 +1,5 @@
-"""``knowmind serve | migrate | tenant create | tenant-index | token create | import | worker |
-graph``."""
+"""``knowmind serve | migrate | tenant create|export|import | tenant-index | token create |
+import | worker | graph``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from knowmind.cli_tenant import add_archive_commands
 from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from knowmind.db.engine import Database
 from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
@@ -511,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--language", help="text search configuration, e.g. german, english")
     create.set_defaults(fn=cmd_tenant_create)
+    add_archive_commands(tenant)
     index = sub.add_parser(
         "tenant-index",
         help="a large tenant's own HNSW index: build, drop, or list them (no options)",
