@@ -100,6 +100,12 @@ def cmd_tenant_import(settings: Settings, args: argparse.Namespace) -> int:
     if settings.graph.neo4j_url:
         print("the graph mirror's changes are queued: the server's (or `knowmind worker`'s) ")
         print("mirror drainer sends them to Neo4j")
+    min_rows = settings.recall.vector_tenant_index_min_rows
+    if min_rows and report.counts.get("chunk", 0) >= min_rows:
+        print(
+            "a large tenant: build its own HNSW index "
+            f"(knowmind tenant-index --tenant {report.tenant.id})"
+        )
     print("no tokens are in an archive: issue new ones (knowmind token create --tenant ...)")
     return 0
 
