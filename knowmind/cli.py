@@ -1,5 +1,5 @@
-"""``knowmind serve | migrate | tenant create | tenant-index | token create | import | worker |
-graph | citus``."""
+"""``knowmind serve | migrate | tenant create|export|import | tenant-index | token create |
+import | worker | graph | citus``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from knowmind.cli_citus import add_citus_parser
+from knowmind.cli_tenant import add_archive_commands
 from knowmind.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from knowmind.db.engine import Database
 from knowmind.db.migrate import SchemaError, read_embedding_meta, upgrade
@@ -513,6 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--language", help="text search configuration, e.g. german, english")
     create.set_defaults(fn=cmd_tenant_create)
+    add_archive_commands(tenant)
     index = sub.add_parser(
         "tenant-index",
         help="a large tenant's own HNSW index: build, drop, or list them (no options)",

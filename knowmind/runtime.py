@@ -41,6 +41,7 @@ from knowmind.services.memories import MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.services.summary_tree import SummaryTreeJob
 from knowmind.services.supervision import DatabaseSupervisor
+from knowmind.services.tenant_archive import TenantArchiveService
 from knowmind.services.tenant_settings import TenantSettingsService
 from knowmind.settings import GraphSettings, RecallSettings, Settings, SettingsError
 from knowmind.workers.jobs import JobWorker
@@ -106,6 +107,7 @@ class Runtime:
     documents: DocumentService
     erasure: ErasureService
     audit: AuditService
+    tenant_archive: TenantArchiveService
     limits: RequestLimits
     supervisor: DatabaseSupervisor
     graph_reader: GraphReader
@@ -240,6 +242,7 @@ class Runtime:
             documents=documents,
             erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
             audit=AuditService(db),
+            tenant_archive=TenantArchiveService(db, embedder.model_id, embedder.dim),
             supervisor=DatabaseSupervisor(db, embedded),
             limits=RequestLimits.of(
                 settings.server.rate_limit_per_second,

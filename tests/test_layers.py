@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "knowmind"
 # Top first. A module may import its own package, any lower layer and, in a layer marked
 # open, the other packages of that layer.
 LAYERS: list[tuple[str, set[str], bool]] = [
-    ("entry points", {"__main__", "cli", "cli_citus", "app"}, True),
+    ("entry points", {"__main__", "cli", "cli_citus", "cli_tenant", "app"}, True),
     ("client", {"client"}, False),  # the Python SDK: httpx and msgspec, nothing of the server
     ("doors", {"api", "mcp"}, True),
     ("composition", {"runtime"}, False),

@@ -106,6 +106,20 @@ class Database:
             yield conn
 
     @asynccontextmanager
+    async def tenant_snapshot(self, tenant_id: UUID) -> AsyncIterator[AsyncConnection]:
+        """A read-only REPEATABLE READ transaction as the app role, scoped to one tenant: every
+        statement in it sees the same snapshot (a consistent export)."""
+        async with self.app.connect() as conn:
+            conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+            async with conn.begin():
+                await conn.execute(text("SET TRANSACTION READ ONLY"))
+                await conn.execute(
+                    text("SELECT set_config('app.tenant_id', :tenant, true)"),
+                    {"tenant": str(tenant_id)},
+                )
+                yield conn
+
+    @asynccontextmanager
     async def read(
         self, tenant_id: UUID, *, custom_plans: bool = False
     ) -> AsyncIterator[asyncpg.Connection]:

@@ -10,6 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,6 +21,7 @@ __all__ = [
     "check_embedding_model",
     "current_revision",
     "head_revision",
+    "known_revision",
     "read_embedding_meta",
     "revision_of",
     "upgrade",
@@ -57,6 +59,16 @@ def head_revision() -> str:
     head = ScriptDirectory.from_config(cfg).get_current_head()
     assert head is not None
     return head
+
+
+def known_revision(revision: str) -> bool:
+    """Whether this code's migrations include ``revision`` (a schema it can read)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    try:
+        return ScriptDirectory.from_config(cfg).get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 async def revision_of(conn: AsyncConnection) -> str | None:

@@ -8,6 +8,7 @@ from uuid import UUID
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut
@@ -74,6 +75,26 @@ class AdminController(Controller):
         """Erase a tenant and everything it owns; returns a receipt of what was removed, with
         the id of its audit entry."""
         return await runtime.erasure.erase_tenant(tenant_id, principal)
+
+    @get(
+        "/tenants/{tenant_id:uuid}/export",
+        media_type="application/x-ndjson",
+        opt={"errors": (404,)},
+    )
+    async def export_tenant(
+        self, tenant_id: FromPath[UUID], runtime: NamedDependency[Runtime], principal: Who
+    ) -> Stream:
+        """The tenant as a JSON Lines archive (``knowmind.tenant-export`` version 1): a header,
+        one line per row (memories, documents, chunks with their vectors, entities, mentions,
+        edges, summaries, ontology, conversations), then a trailer with the count of each
+        kind. One consistent snapshot; no tokens. ``knowmind tenant import`` restores it."""
+        lines = await runtime.tenant_archive.export(tenant_id, principal)
+        filename = f"knowmind-tenant-{tenant_id}.jsonl"
+        return Stream(
+            lines,
+            media_type="application/x-ndjson",
+            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+        )
 
     @delete("/tokens/{token_id:uuid}", status_code=HTTP_204_NO_CONTENT)
     async def revoke_token(

@@ -1,0 +1,109 @@
+"""SQL of the tenant archive: read a tenant's rows kind by kind through a server-side cursor
+(inside the export's snapshot) and insert an archive's rows (inside the import's transaction).
+
+The export reads as the app role with the tenant set, so row-level security keeps every other
+tenant's rows out; the import writes as the schema owner (the admin plane) with the tenant id
+given explicitly on every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import RowMapping, bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import TextClause
+
+from knowmind.store.archive_records import KINDS, KindSpec, Row
+
+__all__ = [
+    "embedding_meta",
+    "insert_rows",
+    "kind_row_counts",
+    "read_rows",
+    "schema_revision",
+    "set_tenant_scope",
+]
+
+# Parameter types the driver cannot infer from a text statement.
+_BIND_TYPES: dict[str, Any] = {"embedding": Vector(), "metadata": JSONB, "properties": JSONB}
+
+
+async def embedding_meta(conn: AsyncConnection) -> dict[str, str]:
+    """``embedding_model``, ``embedding_dim`` and ``embedding_storage`` from knowmind_meta."""
+    rows = await conn.execute(
+        text("SELECT key, value FROM knowmind_meta WHERE key LIKE 'embedding%'")
+    )
+    return {str(key): str(value) for key, value in rows}
+
+
+async def schema_revision(conn: AsyncConnection) -> str | None:
+    found = await conn.scalar(text("SELECT version_num FROM alembic_version LIMIT 1"))
+    return None if found is None else str(found)
+
+
+async def set_tenant_scope(conn: AsyncConnection, tenant_id: UUID, lock_key: str) -> None:
+    """The tenant as the transaction's row-level-security tenant, and its write lock."""
+    await conn.execute(text("SELECT set_config('app.tenant_id', :t, true)"), {"t": str(tenant_id)})
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": lock_key}
+    )
+
+
+def _select(spec: KindSpec) -> TextClause:
+    columns = ", ".join(f"{spec.read[c]} AS {c}" if c in spec.read else c for c in spec.columns)
+    # tenant_id = the session's tenant: the policy says the same; the index needs it said
+    return text(
+        f"SELECT {columns} FROM {spec.table} "
+        f"WHERE tenant_id = knowmind_current_tenant() ORDER BY {spec.order_by}"
+    )
+
+
+def _record(spec: KindSpec, row: RowMapping) -> Row:
+    values = dict(row)
+    if "embedding" in values:  # the vector's text form, shortest decimals that round-trip
+        values["embedding"] = msgspec.json.decode(values["embedding"])
+    record: Row = spec.record(**values)
+    return record
+
+
+async def read_rows(conn: AsyncConnection, spec: KindSpec, batch: int) -> AsyncIterator[list[Row]]:
+    """The session tenant's rows of one kind, ``batch`` at a time (server-side cursor)."""
+    result = await conn.stream(_select(spec))
+    async for part in result.mappings().partitions(batch):
+        yield [_record(spec, row) for row in part]
+
+
+def _insert(spec: KindSpec) -> TextClause:
+    columns = ("tenant_id", *spec.columns)
+    values = ", ".join(spec.write.get(c, f":{c}") for c in columns)
+    statement = text(f"INSERT INTO {spec.table} ({', '.join(columns)}) VALUES ({values})")
+    binds = [bindparam(c, type_=t) for c, t in _BIND_TYPES.items() if c in spec.columns]
+    return statement.bindparams(*binds) if binds else statement
+
+
+_INSERTS = {spec.kind: _insert(spec) for spec in KINDS}
+
+
+async def insert_rows(
+    conn: AsyncConnection, tenant_id: UUID, spec: KindSpec, rows: Sequence[Row]
+) -> None:
+    """Insert rows of one kind for ``tenant_id`` (the chunk triggers keep BM25 statistics and
+    the outbox triggers queue the graph mirror's changes, as on every write)."""
+    if rows:
+        params = [{"tenant_id": tenant_id, **msgspec.structs.asdict(r)} for r in rows]
+        await conn.execute(_INSERTS[spec.kind], params)
+
+
+async def kind_row_counts(conn: AsyncConnection, tenant_id: UUID) -> dict[str, int]:
+    """Rows of every archived kind the tenant holds."""
+    parts = " UNION ALL ".join(
+        f"SELECT '{spec.kind}', count(*) FROM {spec.table} WHERE tenant_id = :t" for spec in KINDS
+    )
+    rows = await conn.execute(text(parts), {"t": tenant_id})
+    return {str(kind): int(n) for kind, n in rows}
