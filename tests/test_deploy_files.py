@@ -164,6 +164,18 @@ def test_hadolint_rejects_an_unpinned_dockerfile(tmp_path: Path) -> None:
     assert "DL3007" in result.stdout  # `latest`
 
 
+def test_build_context_holds_what_the_dockerfile_copies_and_no_secrets() -> None:
+    lines = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    ignore = [line for line in lines if line and not line.startswith("#")]
+    assert ignore[0] == "*"  # everything is excluded first, then allowed by name
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, flags=re.MULTILINE)
+    sources = {src.rstrip("/") for line in copied for src in line.split()}
+    assert sources and sources <= allowed, sources - allowed
+    assert not any(".env" in a for a in allowed)
+
+
 # -- settings ------------------------------------------------------------------------------------
 
 
