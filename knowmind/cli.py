@@ -246,7 +246,12 @@ async def _migrated_db(settings: Settings) -> tuple[Database, str, int]:
     model, dim = await read_embedding_meta(settings.database.database_url)
     if model is None or dim is None:
         raise SchemaError("the database is not migrated yet: run `knowmind migrate`")
-    db = Database.connect(settings.database.database_url, settings.database.app_database_url, 2)
+    db = Database.connect(
+        settings.database.database_url,
+        settings.database.app_database_url,
+        2,
+        tenant_scope=settings.database.tenant_scope,
+    )
     return db, model, dim
 
 
@@ -479,7 +484,12 @@ def cmd_graph_resync(settings: Settings, args: argparse.Namespace) -> int:
 
     async def run() -> dict[str, int]:
         assert settings.database.database_url and settings.graph.neo4j_url
-        db = Database.connect(settings.database.database_url, settings.database.app_database_url, 2)
+        db = Database.connect(
+            settings.database.database_url,
+            settings.database.app_database_url,
+            2,
+            tenant_scope=settings.database.tenant_scope,
+        )
         mirror = await Neo4jMirror.connect(
             settings.graph.neo4j_url,
             settings.graph.neo4j_user,

@@ -52,6 +52,7 @@ def _database(settings: Settings) -> Database:
         settings.database.app_database_url,
         2,
         graph_mirror=bool(settings.graph.neo4j_url),
+        tenant_scope=settings.database.tenant_scope,
     )
 
 

@@ -148,6 +148,7 @@ class Runtime:
             settings.database.app_database_url,
             settings.database.db_pool_size,
             graph_mirror=bool(settings.graph.neo4j_url),
+            tenant_scope=settings.database.tenant_scope,
         )
         executor = EmbeddingExecutor(
             embedder,

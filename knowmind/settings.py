@@ -137,6 +137,14 @@ class DatabaseSettings:
     default_language: str = field(
         default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
     )
+    tenant_scope: str = field(
+        default="session",
+        metadata={
+            "doc": "How a read session is scoped to its tenant: `session` (set once per session, "
+            "fewest round trips) or `transaction` (every tenant read in a transaction with `SET "
+            "LOCAL app.tenant_id`, which Citus forwards to its workers: use it on Citus)"
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,6 +485,8 @@ class Settings:
             raise SettingsError("KNOWMIND_GRAPH_HIT_WAIT_SECONDS must be ≥ 0")
         if self.database.embedding_storage not in {"auto", "vector", "halfvec"}:
             raise SettingsError("KNOWMIND_EMBEDDING_STORAGE must be auto, vector or halfvec")
+        if self.database.tenant_scope not in {"session", "transaction"}:
+            raise SettingsError("KNOWMIND_TENANT_SCOPE must be session or transaction")
         _check_registered_names(self)
         if graph.graph_backend == "neo4j" and not graph.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")

@@ -16,6 +16,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from litestar.testing import AsyncTestClient
+from sqlalchemy import text as text_sql
 
 from knowmind.app import create_app
 from knowmind.db.embedded import EmbeddedPostgres
@@ -150,7 +151,24 @@ async def seeded(client, db, embedder) -> tuple[TenantAccess, TenantAccess]:
         headers=other.write,
     )
     assert theirs.status_code == 201, theirs.text
+    await jobs_settled(db, tenant.id)  # an archive holds finished extraction, not pending jobs
     return tenant, other
+
+
+async def jobs_settled(db, tenant_id: str, timeout_s: float = 60.0) -> None:
+    for _ in range(int(timeout_s / 0.1)):
+        async with db.owner_tx() as conn:
+            pending = await conn.scalar(
+                text_sql(
+                    "SELECT count(*) FROM jobs WHERE tenant_id = :t "
+                    "AND status IN ('pending', 'running')"
+                ),
+                {"t": tenant_id},
+            )
+        if pending == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{pending} jobs still pending")
 
 
 async def summary_and_conversation(db, embedder, tenant: UUID, document: UUID) -> None:

@@ -395,8 +395,9 @@ def _notes(catalog: Catalog, kinds: Kinds) -> list[str]:
     ]
     notes.append(
         "row-level security policies and all indexes (HNSW, GIN, GiST, btree) are created on "
-        "every shard by Citus; the app must set app.tenant_id with SET LOCAL and "
-        "citus.propagate_set_commands = 'local' so the policies see it on the workers"
+        "every shard by Citus; run knowmind with KNOWMIND_TENANT_SCOPE=transaction (SET LOCAL "
+        "app.tenant_id with citus.propagate_set_commands = 'local') so the policies see the "
+        "tenant on the workers"
     )
     return notes
 

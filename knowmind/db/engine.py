@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from knowmind.db.reader import ReadPool
+from knowmind.db.tenant_scope import set_tenant_sql
 
 __all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url", "tenant_write_lock_key"]
 
@@ -36,13 +37,20 @@ def app_url_for(owner_url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def _session_settings(graph_mirror: bool) -> dict[str, str]:
+# Citus forwards SET LOCAL of the tenant to its workers only with this (a placeholder elsewhere).
+CITUS_SETTINGS = {"citus.propagate_set_commands": "local"}
+
+
+def _session_settings(graph_mirror: bool, tenant_scope: str = "session") -> dict[str, str]:
     # Without a mirror the outbox triggers write nothing (they read knowmind.graph_mirror).
-    return {**SERVER_SETTINGS, "knowmind.graph_mirror": "on" if graph_mirror else "off"}
+    settings = {**SERVER_SETTINGS, "knowmind.graph_mirror": "on" if graph_mirror else "off"}
+    return settings | (CITUS_SETTINGS if tenant_scope == "transaction" else {})
 
 
-def make_engine(url: str, pool_size: int, graph_mirror: bool = True) -> AsyncEngine:
-    settings = _session_settings(graph_mirror)
+def make_engine(
+    url: str, pool_size: int, graph_mirror: bool = True, tenant_scope: str = "session"
+) -> AsyncEngine:
+    settings = _session_settings(graph_mirror, tenant_scope)
     return create_async_engine(
         normalise_url(url),
         # A failing statement's parameters (memory content, query text) must never reach a log.
@@ -71,15 +79,24 @@ class Database:
 
     @classmethod
     def connect(
-        cls, owner_url: str, app_url: str | None, pool_size: int, graph_mirror: bool = True
+        cls,
+        owner_url: str,
+        app_url: str | None,
+        pool_size: int,
+        graph_mirror: bool = True,
+        tenant_scope: str = "session",
     ) -> Database:
+        """``tenant_scope``: ``session`` or ``transaction`` (``KNOWMIND_TENANT_SCOPE``)."""
         return cls(
-            owner=make_engine(owner_url, max(2, pool_size // 4), graph_mirror),
-            app=make_engine(app_url or app_url_for(owner_url), pool_size, graph_mirror),
+            owner=make_engine(owner_url, max(2, pool_size // 4), graph_mirror, tenant_scope),
+            app=make_engine(
+                app_url or app_url_for(owner_url), pool_size, graph_mirror, tenant_scope
+            ),
             reader=ReadPool(
                 normalise_url(app_url or app_url_for(owner_url)),
                 pool_size,
-                _session_settings(graph_mirror),
+                _session_settings(graph_mirror, tenant_scope),
+                per_transaction=tenant_scope == "transaction",
             ),
         )
 
@@ -94,10 +111,7 @@ class Database:
         tenant's BM25 statistics) and two of them can never deadlock.
         """
         async with self.app.begin() as conn:
-            await conn.execute(
-                text("SELECT set_config('app.tenant_id', :tenant, true)"),
-                {"tenant": str(tenant_id)},
-            )
+            await conn.execute(text(set_tenant_sql(tenant_id)))
             if write:
                 await conn.execute(
                     text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
@@ -113,10 +127,7 @@ class Database:
             conn = await conn.execution_options(isolation_level="REPEATABLE READ")
             async with conn.begin():
                 await conn.execute(text("SET TRANSACTION READ ONLY"))
-                await conn.execute(
-                    text("SELECT set_config('app.tenant_id', :tenant, true)"),
-                    {"tenant": str(tenant_id)},
-                )
+                await conn.execute(text(set_tenant_sql(tenant_id)))
                 yield conn
 
     @asynccontextmanager

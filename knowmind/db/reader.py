@@ -12,6 +12,8 @@ from uuid import UUID
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import make_url
 
+from knowmind.db.tenant_scope import set_tenant_sql
+
 __all__ = ["ReadPool", "ReaderConnection"]
 
 
@@ -60,11 +62,16 @@ class ReadPool:
     Every session is read-only (``default_transaction_read_only``) and scoped to one tenant at a
     time: the tenant is set on the session when a connection is taken for another tenant than
     its last one, so a recall's statements spend no BEGIN/set_config/COMMIT round trips;
-    statements run on their own (autocommit) unless the caller opens a transaction. No pre-ping
+    statements run on their own (autocommit) unless the caller opens a transaction. With
+    ``per_transaction`` (``KNOWMIND_TENANT_SCOPE=transaction``, for Citus, which forwards only
+    ``SET LOCAL``) each use is one read-only transaction that sets the tenant locally. No pre-ping
     (asyncpg notices a closed socket itself and reconnects on the next acquire), no reset
     query."""
 
-    def __init__(self, url: str, size: int, settings: dict[str, str]) -> None:
+    def __init__(
+        self, url: str, size: int, settings: dict[str, str], per_transaction: bool = False
+    ) -> None:
+        self._per_transaction = per_transaction
         self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
         self._size = size
         self._settings = {**settings, "default_transaction_read_only": "on"}
@@ -93,8 +100,15 @@ class ReadPool:
     ) -> AsyncIterator[ReaderConnection]:
         pool = await self._pool(custom_plans)
         async with pool.acquire() as conn:
-            await conn.scope_to(tenant_id)
-            yield conn
+            if not self._per_transaction:
+                await conn.scope_to(tenant_id)
+                yield conn
+                return
+            # KNOWMIND_TENANT_SCOPE=transaction (Citus): the tenant lives as long as this
+            # transaction, and store.sql's own transactions nest in it as savepoints
+            async with conn.transaction(readonly=True):
+                await conn.execute(set_tenant_sql(tenant_id))
+                yield conn
 
     async def expire_connections(self) -> None:
         """Replace every session at its next use (after the server restarted under them)."""

@@ -19,6 +19,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
 
+from knowmind.db.tenant_scope import set_tenant_sql
 from knowmind.store.archive_records import KINDS, KindSpec, Row
 
 __all__ = [
@@ -49,7 +50,7 @@ async def schema_revision(conn: AsyncConnection) -> str | None:
 
 async def set_tenant_scope(conn: AsyncConnection, tenant_id: UUID, lock_key: str) -> None:
     """The tenant as the transaction's row-level-security tenant, and its write lock."""
-    await conn.execute(text("SELECT set_config('app.tenant_id', :t, true)"), {"t": str(tenant_id)})
+    await conn.execute(text(set_tenant_sql(tenant_id)))
     await conn.execute(
         text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": lock_key}
     )
