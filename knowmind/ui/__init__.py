@@ -1,0 +1,1 @@
+"""The console's static files (``index.html``, scripts, stylesheet, texts), served at ``/ui``."""
