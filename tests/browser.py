@@ -88,7 +88,8 @@ def wait_for(driver: Any, css: str, text: str | None = None, timeout_s: float = 
         alert = driver.find_element(By.ID, "error").text
         screenshot(driver, "failure")
         raise AssertionError(
-            f"no visible {css!r}" + (f" with {text!r}" if text else "")
+            f"no visible {css!r}"
+            + (f" with {text!r}" if text else "")
             + f"; the page says {alert!r}; browser errors: {severe_logs(driver)}"
         ) from None
 

@@ -109,7 +109,7 @@ def _wait_until(condition, what: str, timeout_s: float = 120) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_console_end_to_end_in_chromium(served):  # noqa: PLR0915 - one walk through the console
+def test_console_end_to_end_in_chromium(served):
     base, admin = served["base"], served["admin"]
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
