@@ -8,12 +8,15 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
 
+from knowmind.answer.methods import METHOD_NAMES
 from knowmind.api.controllers.ui import CONSOLE_CSP
+from knowmind.contract.limits import MemoryType
+from knowmind.recall.registry import STAGE_NAMES
 from tests.browser import chromium, require_browser, screenshot, severe_logs, wait_for
 from tests.test_server_process import free_port, knowmind, stop, wait_ready
 
@@ -45,6 +48,18 @@ def test_console_scripts_never_write_html():
         source = script.read_text()
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
             assert sink not in source, f"{script.name} uses {sink}"
+
+
+def test_console_choices_match_the_api():
+    """The type filter, stage switches and answer methods offer exactly what the API takes."""
+    html = (UI_DIR / "index.html").read_text()
+    script = (UI_DIR / "app.js").read_text()
+    types = re.search(r'<select id="f-type">(.*?)</select>', html).group(1)
+    assert re.findall(r"<option>(\w+)</option>", types) == list(get_args(MemoryType))
+    methods = re.search(r'<select id="a-method">(.*?)</select>', html).group(1)
+    assert sorted(re.findall(r"<option>(\w+)</option>", methods)) == sorted(METHOD_NAMES)
+    stages = re.search(r"const STAGES = \[(.*?)\];", script).group(1)
+    assert sorted(re.findall(r'"(\w+)"', stages)) == sorted(STAGE_NAMES)
 
 
 def test_every_text_is_in_both_languages():
@@ -133,7 +148,11 @@ def test_console_end_to_end_in_chromium(served):
         _click(driver, "button[data-tenant='console-acme']")
         token = wait_for(driver, "#issued-token").get_attribute("value")
         assert token and token != admin
+        masked = "arguments[0].value = arguments[1]"  # no token-like string in a committed image
+        issued = driver.find_element(By.ID, "issued-token")
+        driver.execute_script(masked, issued, "kmt_… (masked in this screenshot)")
         screenshot(driver, "admin")
+        driver.execute_script(masked, issued, token)
         _click(driver, "nav button[data-view=operations]")
         wait_for(driver, "#ops-health", "job_worker")
         _click(driver, "nav button[data-view=admin]")
@@ -195,6 +214,12 @@ def test_console_end_to_end_in_chromium(served):
         wait_for(driver, "#memory-list", "Nordlicht")
         wait_for(driver, "#memory-list", HOSTILE)  # the title is shown as text
         screenshot(driver, "memories")
+        Select(driver.find_element(By.ID, "f-type")).select_by_visible_text("reference")
+        _click(driver, "#filter-form button[type=submit]")
+        wait_for(driver, "#memory-list", "1 shown of loaded 4")
+        assert "Beispiel" not in driver.find_element(By.ID, "memory-list").text
+        Select(driver.find_element(By.ID, "f-type")).select_by_value("")
+        _click(driver, "#filter-form button[type=submit]")
         _wait_until(
             lambda: httpx.get(f"{base}/v1/entities?q=Muster", headers=auth).json()["results"],
             "entities",
@@ -261,9 +286,22 @@ def test_console_end_to_end_in_chromium(served):
             lambda: len(driver.find_elements(By.CSS_SELECTOR, "#graph g.node")) > before,
             "the expanded node's neighbours",
         )
+        driver.execute_script("document.getElementById('graph').scrollIntoView()")
         screenshot(driver, "graph")
-        _click(driver, "#node-panel li button")
-        wait_for(driver, "#memory-content")
+        all_nodes = len(driver.find_elements(By.CSS_SELECTOR, "#graph g.node"))
+        Select(driver.find_element(By.ID, "g-rel")).select_by_value("WORKS_FOR")
+        kept = driver.find_elements(By.CSS_SELECTOR, "#graph g.node.memory")
+        assert not kept and len(driver.find_elements(By.CSS_SELECTOR, "#graph g.node")) < all_nodes
+        Select(driver.find_element(By.ID, "g-rel")).select_by_value("")
+        _click(driver, "#node-panel li button", "berät")
+        wait_for(driver, "#memory-content", "Beispiel AG")
+
+        # Supersede that fact: the new memory is linked.
+        _type(driver, "#s-content", "Anna Meier berät inzwischen die Beispiel AG nicht mehr.")
+        _type(driver, "#s-reason", "Mandat beendet")
+        _click(driver, "#memory-detail form button[type=submit]")
+        _click(driver, "#memory-detail form .note button")
+        wait_for(driver, "#memory-content", "nicht mehr")
 
         # An answer with citations linked to passages (one small call of the embedded model).
         _click(driver, "nav button[data-view=answer]")
@@ -290,3 +328,20 @@ def test_console_end_to_end_in_chromium(served):
 
         errors = severe_logs(driver)
         assert not errors, errors
+
+
+def test_the_browser_check_sees_errors_and_the_policy_blocks_inline_script(served):
+    """The error collection the walk relies on works, and the page's CSP stops injected script."""
+    with chromium() as driver:
+        driver.get(f"{served['base']}/ui")
+        wait_for(driver, "#signin-form")
+        driver.execute_script(
+            "const s = document.createElement('script');"
+            "s.textContent = 'window.__inline = 1'; document.body.append(s);"
+            "setTimeout(() => { throw new Error('boom from the test'); });"
+        )
+        time.sleep(0.5)
+        assert driver.execute_script("return window.__inline === undefined")
+        errors = " ".join(severe_logs(driver))
+        assert "boom from the test" in errors
+        assert "Content Security Policy" in errors

@@ -26,6 +26,11 @@ const KM = (() => {
     return node;
   }
 
+  /** Replace a node's children (null and undefined left out; the DOM would print "null"). */
+  function fill(target, ...children) {
+    target.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined));
+  }
+
   function applyTexts() {
     document.documentElement.lang = lang;
     document.title = t("title");
@@ -163,6 +168,7 @@ const KM = (() => {
     memories.cursor = null;
     $("memory-detail").hidden = true;
     $("memory-list").hidden = false;
+    $("memory-tools").hidden = false;
     await loadMore();
   };
 
@@ -195,7 +201,7 @@ const KM = (() => {
       m.memory_type, m.tags.join(", "), m.source || "—", when(m.created_at),
     ]);
     const list = $("memory-list");
-    list.replaceChildren(
+    fill(list,
       el("h2", {}, t("v_memories")),
       el("p", { class: "note" }, `${shown.length} ${t("shown_of")} ${memories.items.length}`),
       shown.length ? table([t("col_title"), t("col_type"), t("col_tags"), t("col_source"), t("col_created")], rows)
@@ -211,9 +217,9 @@ const KM = (() => {
     const others = relations.filter((r) => !mentioned.includes(r));
     const detail = $("memory-detail");
     const receipt = el("div", { id: "receipt" });
-    detail.replaceChildren(
+    fill(detail,
       el("button", { type: "button", onclick: () => busy(loaders.memories) }, t("back")),
-      el("h2", {}, `${t("memory")}: ${memory.title || memory.id}`),
+      el("h2", { tabindex: "-1" }, `${t("memory")}: ${memory.title || memory.id}`),
       el("pre", { class: "content", id: "memory-content" }, memory.content),
       facts({
         id: memory.id, [t("col_type")]: memory.memory_type, [t("col_tags")]: memory.tags.join(", "),
@@ -234,8 +240,9 @@ const KM = (() => {
       receipt,
     );
     $("memory-list").hidden = true;
+    $("memory-tools").hidden = true;
     detail.hidden = false;
-    detail.querySelector("h2").focus?.();
+    detail.querySelector("h2").focus(); // keyboard users land on what they opened
   }
 
   function supersedeForm(memory) {
@@ -253,7 +260,7 @@ const KM = (() => {
         const body = { new_content: content.value };
         if (reason.value.trim()) body.update_reason = reason.value.trim();
         const done = await api(`/v1/memories/${memory.id}/supersede`, { method: "POST", body });
-        out.replaceChildren(`${t("superseded")} `,
+        fill(out, `${t("superseded")} `,
           el("button", { type: "button", class: "link", onclick: () => busy(() => openMemory(done.id)) }, done.id));
       });
     });
@@ -272,7 +279,7 @@ const KM = (() => {
       busy(async () => {
         const done = await api(`/v1/memories/${id}?erase=true`, { method: "DELETE" });
         button.disabled = true;
-        receipt.replaceChildren(el("h3", {}, t("receipt")), facts(done));
+        fill(receipt, el("h3", {}, t("receipt")), facts(done));
       });
     });
     return button;
@@ -312,7 +319,7 @@ const KM = (() => {
       method: "POST",
       body: { query: $("r-query").value, k, explain: true, ...(stages.length ? { stages } : {}) },
     })));
-    $("recall-out").replaceChildren(...outcomes.map((outcome, i) =>
+    fill($("recall-out"), ...outcomes.map((outcome, i) =>
       recallPanel(outcome, settings[i], t(i ? "setting_b" : "setting_a"))));
   }
 
@@ -369,7 +376,7 @@ const KM = (() => {
     event.preventDefault();
     await busy(async () => {
       const { results } = await api(`/v1/entities?q=${encodeURIComponent($("g-q").value)}&limit=10`);
-      $("entity-hits").replaceChildren(results.length ? el("ul", {}, results.map((e) => el("li", {},
+      fill($("entity-hits"), results.length ? el("ul", {}, results.map((e) => el("li", {},
         el("button", { type: "button", class: "link", onclick: () => openGraph({ id: e.id, title_or_name: e.name, entity_class: e.entity_class, kind: "entity" }) },
           `${e.name} (${e.entity_class})`)))) : el("p", {}, t("none_found")));
     });
@@ -413,7 +420,7 @@ const KM = (() => {
     const node = KMGraph.node(id);
     if (!node) return;
     const memories = KMGraph.neighbours(id).filter((n) => n.kind === "memory");
-    $("node-panel").replaceChildren(
+    fill($("node-panel"),
       el("h2", {}, node.label),
       facts({ id: node.id, kind: node.kind, class: node.entity_class || "—" }),
       el("button", { type: "button", onclick: () => busy(() => expandNode(id)) }, t("expand")),
@@ -436,7 +443,7 @@ const KM = (() => {
       const result = await api("/v1/answer", { method: "POST", body });
       const out = $("answer-out");
       out.hidden = false;
-      out.replaceChildren(
+      fill(out,
         el("h2", {}, t("answer")),
         el("p", { id: "answer-text", class: "answer" }, ...withMarkers(result.answer || t("no_answer"))),
         el("p", { class: result.supported ? "note" : "bad" }, t(result.supported ? "supported" : "unsupported")),
@@ -470,7 +477,7 @@ const KM = (() => {
 
   loaders.operations = async () => {
     const ready = await fetch("/ready", { cache: "no-store" }).then((r) => r.json());
-    const cards = [el("div", { class: "card", id: "ops-ready" }, el("h2", {}, t("ready")), facts(ready.checks), facts(ready.graph_mirror))];
+    const cards = [el("div", { class: "card", id: "ops-ready" }, el("h2", {}, t("ready")), facts({ status: ready.status, ...ready.checks, graph_mirror: ready.graph_mirror }))];
     if (role === "tenant") {
       const stats = await api("/v1/stats");
       cards.unshift(el("div", { class: "card", id: "ops-stats" }, el("h2", {}, t("stats")), facts(stats)));
@@ -478,12 +485,12 @@ const KM = (() => {
       const health = await api("/health/detail");
       cards.push(el("div", { class: "card", id: "ops-health" }, el("h2", {}, t("health")), facts(health)));
     }
-    $("ops-out").replaceChildren(...cards);
+    fill($("ops-out"), ...cards);
   };
 
   loaders.admin = async () => {
     const tenants = await api("/v1/admin/tenants");
-    $("tenant-list").replaceChildren(el("h2", {}, t("tenants")), table(
+    fill($("tenant-list"), el("h2", {}, t("tenants")), table(
       [t("t_name"), t("t_language"), t("t_created"), t("scopes"), ""],
       tenants.map((tenant) => {
         const boxes = ["read", "write", "admin"].map((scope) => {
@@ -508,7 +515,7 @@ const KM = (() => {
       revoke.disabled = true;
       revoke.textContent = t("revoked");
     }) }, t("revoke"));
-    out.replaceChildren(
+    fill(out,
       el("h2", {}, `${t("tokens")}: ${tenant.name}`),
       el("label", { for: "issued-token" }, t("issued")),
       el("input", { id: "issued-token", readonly: true, value: issued.token, class: "wide" }),

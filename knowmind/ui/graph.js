@@ -9,7 +9,7 @@ window.KMGraph = (() => {
   let svg = null;
   let hooks = {};
   let nodes = new Map(); // id -> {id, label, kind, entity_class, x, y}
-  let edges = new Map(); // "from|predicate|to" -> {from, to, predicate}
+  let edges = new Map(); // "a|b" (one line per pair of nodes) -> {from, to, predicates: Set}
   let only = "";
 
   const make = (tag, attrs) => {
@@ -47,7 +47,9 @@ window.KMGraph = (() => {
       const angle = (2 * Math.PI * i) / Math.max(relations.length, 1);
       add(r.node, centre.x + 120 * Math.cos(angle), centre.y + 120 * Math.sin(angle));
       const [from, to] = r.direction === "out" ? [id, r.node.id] : [r.node.id, id];
-      edges.set(`${from}|${r.predicate}|${to}`, { from, to, predicate: r.predicate });
+      const key = [from, to].sort().join("|"); // an edge and its inverse share one line
+      if (!edges.has(key)) edges.set(key, { from, to, predicates: new Set() });
+      edges.get(key).predicates.add(r.predicate);
     });
     relax(120);
     draw();
@@ -64,8 +66,8 @@ window.KMGraph = (() => {
           const dx = a.x - b.x || 0.1;
           const dy = a.y - b.y || 0.1;
           const d2 = Math.max(dx * dx + dy * dy, 25);
-          fx += (1800 * dx) / d2 / Math.sqrt(d2);
-          fy += (1800 * dy) / d2 / Math.sqrt(d2);
+          fx += (6000 * dx) / d2 / Math.sqrt(d2);
+          fy += (6000 * dy) / d2 / Math.sqrt(d2);
         }
         a.fx = fx;
         a.fy = fy;
@@ -76,7 +78,7 @@ window.KMGraph = (() => {
         const dx = b.x - a.x;
         const dy = b.y - a.y;
         const d = Math.sqrt(dx * dx + dy * dy) || 1;
-        const pull = (d - 110) * 0.02;
+        const pull = (d - 150) * 0.02;
         a.fx += (pull * dx) / d; a.fy += (pull * dy) / d;
         b.fx -= (pull * dx) / d; b.fy -= (pull * dy) / d;
       }
@@ -87,7 +89,7 @@ window.KMGraph = (() => {
     }
   }
 
-  const visible = (e) => !only || e.predicate === only;
+  const visible = (e) => !only || e.predicates.has(only);
 
   function draw() {
     const focused = document.activeElement && document.activeElement.getAttribute("data-id");
@@ -100,7 +102,7 @@ window.KMGraph = (() => {
       const b = nodes.get(e.to);
       svg.append(make("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "edge" }));
       const label = make("text", { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 3, class: "edge-label" });
-      label.textContent = e.predicate;
+      label.textContent = [...e.predicates].join(" / ");
       svg.append(label);
     }
     const first = nodes.keys().next().value;
@@ -132,7 +134,7 @@ window.KMGraph = (() => {
     draw();
   }
 
-  const predicates = () => [...new Set([...edges.values()].map((e) => e.predicate))].sort();
+  const predicates = () => [...new Set([...edges.values()].flatMap((e) => [...e.predicates]))].sort();
   const node = (id) => nodes.get(id);
 
   function neighbours(id) {
