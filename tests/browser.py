@@ -100,3 +100,37 @@ def screenshot(driver: Any, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+_CONTRAST_JS = """
+const lum = (c) => {
+  const [r, g, b] = c.match(/[\\d.]+/g).slice(0, 3).map((v) => {
+    const s = Number(v) / 255;
+    return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+};
+const opaque = (c) => !/rgba\\(.*,\\s*0\\)$/.test(c) && c !== 'transparent';
+const background = (node) => {
+  for (let n = node; n; n = n.parentElement) {
+    const c = getComputedStyle(n).backgroundColor;
+    if (opaque(c)) return c;
+  }
+  return 'rgb(255, 255, 255)';
+};
+const low = [];
+for (const node of document.querySelectorAll('body *')) {
+  if (node.closest('svg') || node.disabled || node.closest('fieldset:disabled')) continue;
+  const own = [...node.childNodes].some((c) => c.nodeType === 3 && c.textContent.trim());
+  if (!own || !node.getClientRects().length) continue;
+  const a = lum(getComputedStyle(node).color), b = lum(background(node));
+  const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  if (ratio < 4.5) low.push(`${node.tagName}.${node.className}: ${ratio.toFixed(2)}`);
+}
+return low;
+"""
+
+
+def low_contrast(driver: Any) -> list[str]:
+    """Visible text whose colour has less than 4.5:1 contrast with its background (WCAG AA)."""
+    return list(driver.execute_script(_CONTRAST_JS))

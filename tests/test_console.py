@@ -17,7 +17,14 @@ from knowmind.answer.methods import METHOD_NAMES
 from knowmind.api.controllers.ui import CONSOLE_CSP
 from knowmind.contract.limits import MemoryType
 from knowmind.recall.registry import STAGE_NAMES
-from tests.browser import chromium, require_browser, screenshot, severe_logs, wait_for
+from tests.browser import (
+    chromium,
+    low_contrast,
+    require_browser,
+    screenshot,
+    severe_logs,
+    wait_for,
+)
 from tests.test_server_process import free_port, knowmind, stop, wait_ready
 
 UI_DIR = Path(__file__).resolve().parent.parent / "knowmind" / "ui"
@@ -135,6 +142,7 @@ def test_console_end_to_end_in_chromium(served):
         wait_for(driver, "#signin-form")
         assert driver.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
         screenshot(driver, "signin")
+        assert not low_contrast(driver), low_contrast(driver)
 
         # Admin: sign in, create a tenant, issue a token, sign in with it.
         _type(driver, "#token", admin)
@@ -152,6 +160,7 @@ def test_console_end_to_end_in_chromium(served):
         issued = driver.find_element(By.ID, "issued-token")
         driver.execute_script(masked, issued, "kmt_… (masked in this screenshot)")
         screenshot(driver, "admin")
+        assert not low_contrast(driver), low_contrast(driver)
         driver.execute_script(masked, issued, token)
         _click(driver, "nav button[data-view=operations]")
         wait_for(driver, "#ops-health", "job_worker")
@@ -214,6 +223,7 @@ def test_console_end_to_end_in_chromium(served):
         wait_for(driver, "#memory-list", "Nordlicht")
         wait_for(driver, "#memory-list", HOSTILE)  # the title is shown as text
         screenshot(driver, "memories")
+        assert not low_contrast(driver), low_contrast(driver)
         Select(driver.find_element(By.ID, "f-type")).select_by_visible_text("reference")
         _click(driver, "#filter-form button[type=submit]")
         wait_for(driver, "#memory-list", "1 shown of loaded 4")
@@ -242,6 +252,7 @@ def test_console_end_to_end_in_chromium(served):
         wait_for(driver, "#memory-content", "Projekt Nordlicht")
         wait_for(driver, "#memory-entities", "Muster GmbH")
         screenshot(driver, "memory")
+        assert not low_contrast(driver), low_contrast(driver)
 
         # The hostile memory: shown as text, never executed.
         _click(driver, "button[data-view=memories]")
@@ -268,6 +279,7 @@ def test_console_end_to_end_in_chromium(served):
         bars = driver.find_elements(By.CSS_SELECTOR, ".recall-panel .bar")
         assert bars and all(b.size["width"] > 0 for b in bars)
         screenshot(driver, "recall")
+        assert not low_contrast(driver), low_contrast(driver)
 
         # Graph: find an entity, expand a node with the keyboard, click through to a memory.
         _click(driver, "nav button[data-view=graph]")
@@ -288,11 +300,26 @@ def test_console_end_to_end_in_chromium(served):
         )
         driver.execute_script("document.getElementById('graph').scrollIntoView()")
         screenshot(driver, "graph")
+        assert not low_contrast(driver), low_contrast(driver)
         all_nodes = len(driver.find_elements(By.CSS_SELECTOR, "#graph g.node"))
         Select(driver.find_element(By.ID, "g-rel")).select_by_value("WORKS_FOR")
         kept = driver.find_elements(By.CSS_SELECTOR, "#graph g.node.memory")
         assert not kept and len(driver.find_elements(By.CSS_SELECTOR, "#graph g.node")) < all_nodes
         Select(driver.find_element(By.ID, "g-rel")).select_by_value("")
+        # Time travel: before any memory existed, the neighbourhood has no memory in it.
+        driver.execute_script("document.getElementById('g-asof').value = '2001-01-01T00:00'")
+        _click(driver, "#entity-hits button", "Muster GmbH")
+        wait_for(driver, "#node-panel h2", "Muster GmbH")
+        _wait_until(
+            lambda: (
+                not driver.find_elements(By.CSS_SELECTOR, "#graph g.node.memory")
+                and driver.find_elements(By.CSS_SELECTOR, "#graph g.node[aria-label^='Anna']")
+            ),
+            "the graph as of 2001",
+        )
+        driver.execute_script("document.getElementById('g-asof').value = ''")
+        _click(driver, "#graph g.node[aria-label^='Anna Meier']")
+        wait_for(driver, "#node-panel li button", "berät")
         _click(driver, "#node-panel li button", "berät")
         wait_for(driver, "#memory-content", "Beispiel AG")
 
@@ -311,10 +338,12 @@ def test_console_end_to_end_in_chromium(served):
         for link in driver.find_elements(By.CSS_SELECTOR, "#answer-out a[href^='#passage-']"):
             assert driver.find_elements(By.ID, link.get_attribute("href").split("#", 1)[1])
         screenshot(driver, "answer")
+        assert not low_contrast(driver), low_contrast(driver)
 
         _click(driver, "nav button[data-view=operations]")
         wait_for(driver, "#ops-stats", "memories")
         screenshot(driver, "operations")
+        assert not low_contrast(driver), low_contrast(driver)
 
         # Erase the document with the receipt shown; German texts after a language switch.
         Select(driver.find_element(By.ID, "lang")).select_by_value("de")
@@ -331,7 +360,7 @@ def test_console_end_to_end_in_chromium(served):
 
 
 def test_the_browser_check_sees_errors_and_the_policy_blocks_inline_script(served):
-    """The error collection the walk relies on works, and the page's CSP stops injected script."""
+    """The checks the walk relies on (errors, contrast) work; the CSP stops injected script."""
     with chromium() as driver:
         driver.get(f"{served['base']}/ui")
         wait_for(driver, "#signin-form")
@@ -345,3 +374,9 @@ def test_the_browser_check_sees_errors_and_the_policy_blocks_inline_script(serve
         errors = " ".join(severe_logs(driver))
         assert "boom from the test" in errors
         assert "Content Security Policy" in errors
+        assert not low_contrast(driver)
+        driver.execute_script(
+            "const d = document.createElement('p'); d.textContent = 'pale';"
+            "d.style.color = '#aaaaaa'; document.body.append(d);"
+        )
+        assert [found for found in low_contrast(driver) if found.startswith("P.")]

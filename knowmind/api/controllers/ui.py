@@ -38,7 +38,7 @@ def _asset(name: str) -> bytes | None:
     suffix = name[name.rfind(".") :] if "." in name else ""
     if suffix not in _TYPES or "/" in name or "\\" in name or name.startswith("."):
         return None
-    entry = resources.files("knowmind.ui").joinpath(name)
+    entry = resources.files("knowmind").joinpath("ui", name)  # a folder of data, no package
     return entry.read_bytes() if entry.is_file() else None
 
 

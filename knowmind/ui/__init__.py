@@ -1,1 +1,0 @@
-"""The console's static files (``index.html``, scripts, stylesheet, texts), served at ``/ui``."""
