@@ -94,7 +94,11 @@ def served(tmp_path_factory) -> Iterator[dict[str, str]]:
     )
     try:
         wait_ready(base, server, timeout_s=180)
-        yield {"base": base, "admin": (data_dir / "admin_token").read_text().strip()}
+        yield {
+            "base": base,
+            "admin": (data_dir / "admin_token").read_text().strip(),
+            "logs": str(logs),
+        }
     finally:
         stop(server)
 
@@ -262,8 +266,9 @@ def test_console_end_to_end_in_chromium(served):
         assert driver.execute_script("return window.__pwned === undefined")
         assert not driver.find_elements(By.CSS_SELECTOR, "#memory-detail img, main script")
 
-        # Recall with the explain view, then two settings side by side.
-        _click(driver, "nav button[data-view=recall]")
+        # Recall with the explain view (reached with the keyboard), two settings side by side.
+        wait_for(driver, "nav button[data-view=recall]").send_keys(Keys.ENTER)
+        wait_for(driver, "#r-query")
         _type(driver, "#r-query", "Wer leitet das Projekt Nordlicht?")
         _click(driver, "#r-compare")
         _click(driver, "#st-b-vector")  # a second setting without the vector stage
@@ -357,6 +362,16 @@ def test_console_end_to_end_in_chromium(served):
 
         errors = severe_logs(driver)
         assert not errors, errors
+
+        _click(driver, "#signout")
+        wait_for(driver, "#signin-form")
+        assert driver.execute_script("return sessionStorage.length") == 0
+    # Neither token nor memory content reached the server's log (stderr; stdout has the banner,
+    # which shows a generated admin token once, by design).
+    logged = (Path(served["logs"]) / "stderr").read_text()
+    assert '"route": "/v1/recall"' in logged  # the log is the server's request log
+    for secret in (admin, token, "Nordlicht", "onerror"):
+        assert secret not in logged, secret
 
 
 def test_the_browser_check_sees_errors_and_the_policy_blocks_inline_script(served):
