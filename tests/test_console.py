@@ -283,6 +283,7 @@ def test_console_end_to_end_in_chromium(served):
         assert "total" in first and "Fusion weights" in first
         bars = driver.find_elements(By.CSS_SELECTOR, ".recall-panel .bar")
         assert bars and all(b.size["width"] > 0 for b in bars)
+        driver.execute_script("document.getElementById('stages-a').scrollIntoView()")
         screenshot(driver, "recall")
         assert not low_contrast(driver), low_contrast(driver)
 

@@ -326,7 +326,7 @@ const KM = (() => {
   function recallPanel(outcome, stages, name) {
     const fusion = (outcome.explain && outcome.explain.fusion) || { stages: {} };
     const reported = Object.keys((outcome.results[0] || {}).stages || {});
-    const used = stages.length ? reported.filter((stage) => stages.includes(stage)) : reported;
+    const used = STAGES.filter((stage) => reported.includes(stage) && (!stages.length || stages.includes(stage)));
     const rows = outcome.results.map((hit, i) => [
       String(i + 1), el("span", { class: "hit" }, hit.title || hit.content.slice(0, 80)), hit.score.toFixed(4),
       el("span", { class: "ranks" }, used.map((stage) => {
@@ -335,7 +335,8 @@ const KM = (() => {
       })),
     ]);
     const weights = Object.entries(fusion.stages).map(([stage, w]) => [
-      stage, String(w.weight), String(w.depth), w.p_quality ?? "—", w.rule || "—", JSON.stringify(w.signals || {}),
+      stage, String(w.weight), String(w.depth), w.p_quality ?? "—", w.rule || "—",
+      Object.entries(w.signals || {}).map(([key, value]) => `${key}=${value}`).join(", "),
     ]);
     const explain = outcome.explain || {};
     const rest = Object.fromEntries(Object.entries(explain)
