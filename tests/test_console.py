@@ -135,6 +135,7 @@ def _wait_until(condition, what: str, timeout_s: float = 120) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 def test_console_end_to_end_in_chromium(served):
     base, admin = served["base"], served["admin"]
     from selenium.webdriver.common.by import By
@@ -375,6 +376,7 @@ def test_console_end_to_end_in_chromium(served):
         assert secret not in logged, secret
 
 
+@pytest.mark.slow
 def test_the_browser_check_sees_errors_and_the_policy_blocks_inline_script(served):
     """The checks the walk relies on (errors, contrast) work; the CSP stops injected script."""
     with chromium() as driver:
