@@ -26,6 +26,7 @@ from knowmind.api.controllers.jobs import JobController
 from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.controllers.settings import SettingsController
+from knowmind.api.controllers.ui import UIController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
@@ -88,6 +89,7 @@ def create_app(
             MetricsController,
             AnswerController,
             SettingsController,
+            UIController,
         ],
         lifespan=[lifespan],
         guards=[auth_guard, strict_body_guard],

@@ -1,0 +1,65 @@
+"""The console at ``/ui``: static files shipped in the package (``knowmind/ui``), served with a
+strict Content-Security-Policy. The console is a client of the public API only: it holds no
+privileges, signs in with a token the user types, and keeps it in the tab's sessionStorage."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from litestar import Controller, Response, get
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
+
+__all__ = ["CONSOLE_CSP", "UIController"]
+
+#: No inline script or style, nothing from another origin, not framable.
+CONSOLE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+}
+_HEADERS = {
+    "Content-Security-Policy": CONSOLE_CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+@cache
+def _asset(name: str) -> bytes | None:
+    """A file of ``knowmind/ui`` by its plain name (no folders: nothing else is reachable)."""
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix not in _TYPES or "/" in name or "\\" in name or name.startswith("."):
+        return None
+    entry = resources.files("knowmind").joinpath("ui", name)  # a folder of data, no package
+    return entry.read_bytes() if entry.is_file() else None
+
+
+def _serve(name: str) -> Response[bytes]:
+    body = _asset(name)
+    if body is None:
+        raise NotFoundException("no such console file")
+    media_type = _TYPES[name[name.rfind(".") :]]
+    return Response(body, media_type=media_type, headers=_HEADERS)
+
+
+class UIController(Controller):
+    tags = ["console"]
+    include_in_schema = False
+
+    @get(["/ui", "/ui/"])
+    async def index(self) -> Response[bytes]:
+        """The console's page."""
+        return _serve("index.html")
+
+    @get("/ui/static/{name:str}")
+    async def static(self, name: FromPath[str]) -> Response[bytes]:
+        """Its script, stylesheet and texts."""
+        return _serve(name)
