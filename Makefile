@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint lock clean bench-quick bench bench-scale bench-fairness bench-answer fuzz
+.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[embedded,dev,ml,ner,bench]'
+	@$(MAKE) --no-print-directory browser
 	touch $(TEST_STAMP)
+
+# The console's browser tests drive Debian's chromium (installs offline from the Debian
+# registry); without it (no apt-get, not root) they skip and say so.
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    (apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null)); } || \
+	  echo "note: no Chromium/chromedriver and no usable apt-get: the console's browser tests will be skipped" >&2
 
 install: $(STAMP)
 
