@@ -32,6 +32,8 @@ HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scrip
 
 
 async def test_console_page_and_files_carry_a_strict_policy(client):
+    root = await client.get("/", follow_redirects=False)
+    assert (root.status_code, root.headers["location"]) == (302, "/ui")
     page = await client.get("/ui")
     assert page.status_code == 200
     assert page.headers["content-security-policy"] == CONSOLE_CSP

@@ -10,6 +10,7 @@ from importlib import resources
 from litestar import Controller, Response, get
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
+from litestar.response import Redirect
 
 __all__ = ["CONSOLE_CSP", "UIController"]
 
@@ -53,6 +54,11 @@ def _serve(name: str) -> Response[bytes]:
 class UIController(Controller):
     tags = ["console"]
     include_in_schema = False
+
+    @get("/", status_code=302)
+    async def root(self) -> Redirect:
+        """A browser that opens the server's address lands on the console."""
+        return Redirect(path="/ui", status_code=302)
 
     @get(["/ui", "/ui/"])
     async def index(self) -> Response[bytes]:
