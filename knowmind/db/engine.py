@@ -69,6 +69,17 @@ def tenant_write_lock_key(tenant_id: UUID) -> str:
     return f"knowmind-graph:{tenant_id}"
 
 
+async def scope_transaction(conn: AsyncConnection, tenant_id: UUID, *, write: bool) -> None:
+    """Scope the open transaction to one tenant (row-level security reads ``app.tenant_id``)
+    and, for a ``write``, take the tenant's write lock first (see ``Database.tenant_tx``)."""
+    await conn.execute(text(set_tenant_sql(tenant_id)))
+    if write:
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+            {"key": tenant_write_lock_key(tenant_id)},
+        )
+
+
 @dataclass(slots=True)
 class Database:
     """Both pools. Request handling only ever touches ``app`` inside a tenant transaction."""
@@ -111,12 +122,7 @@ class Database:
         tenant's BM25 statistics) and two of them can never deadlock.
         """
         async with self.app.begin() as conn:
-            await conn.execute(text(set_tenant_sql(tenant_id)))
-            if write:
-                await conn.execute(
-                    text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                    {"key": tenant_write_lock_key(tenant_id)},
-                )
+            await scope_transaction(conn, tenant_id, write=write)
             yield conn
 
     @asynccontextmanager
@@ -127,7 +133,7 @@ class Database:
             conn = await conn.execution_options(isolation_level="REPEATABLE READ")
             async with conn.begin():
                 await conn.execute(text("SET TRANSACTION READ ONLY"))
-                await conn.execute(text(set_tenant_sql(tenant_id)))
+                await scope_transaction(conn, tenant_id, write=False)
                 yield conn
 
     @asynccontextmanager

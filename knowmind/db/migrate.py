@@ -24,6 +24,7 @@ __all__ = [
     "known_revision",
     "read_embedding_meta",
     "revision_of",
+    "schema_meta",
     "upgrade",
 ]
 
@@ -53,20 +54,22 @@ def alembic_config(
 
 
 @cache
-def head_revision() -> str:
+def _scripts() -> ScriptDirectory:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
-    head = ScriptDirectory.from_config(cfg).get_current_head()
+    return ScriptDirectory.from_config(cfg)
+
+
+def head_revision() -> str:
+    head = _scripts().get_current_head()
     assert head is not None
     return head
 
 
 def known_revision(revision: str) -> bool:
     """Whether this code's migrations include ``revision`` (a schema it can read)."""
-    cfg = Config()
-    cfg.set_main_option("script_location", str(migrations_dir()))
     try:
-        return ScriptDirectory.from_config(cfg).get_revision(revision) is not None
+        return _scripts().get_revision(revision) is not None
     except CommandError:
         return False
 
@@ -101,15 +104,21 @@ async def ensure_vector_available(url: str) -> None:
         )
 
 
+async def schema_meta(conn: AsyncConnection) -> dict[str, str]:
+    """``knowmind_meta``: the embedder the schema was created for (``embedding_model``,
+    ``embedding_dim``, ``embedding_storage``)."""
+    rows = await conn.execute(text("SELECT key, value FROM knowmind_meta"))
+    return {str(key): str(value) for key, value in rows}
+
+
 async def read_embedding_meta(url: str) -> tuple[str | None, int | None]:
     """(model id, dimension) the schema was created for."""
     engine = make_engine(url, 1)
     try:
         async with engine.connect() as conn:
-            rows = (await conn.execute(text("SELECT key, value FROM knowmind_meta"))).all()
+            meta = await schema_meta(conn)
     finally:
         await engine.dispose()
-    meta: dict[str, str] = {str(key): str(value) for key, value in rows}
     dim = meta.get("embedding_dim")
     return meta.get("embedding_model"), int(dim) if dim else None
 

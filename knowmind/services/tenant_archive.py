@@ -21,8 +21,8 @@ import msgspec
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.db.engine import Database, tenant_write_lock_key
-from knowmind.db.migrate import known_revision
+from knowmind.db.engine import Database, scope_transaction
+from knowmind.db.migrate import known_revision, revision_of, schema_meta
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.services.audit import record
 from knowmind.services.auth import Principal
@@ -86,7 +86,7 @@ class TenantArchiveService:
         async with self.db.owner_tx() as conn:
             if await tenant_store.get_tenant(conn, tenant_id) is None:
                 raise NotFoundError(f"tenant {tenant_id} not found")
-            revision = await archive_store.schema_revision(conn)
+            revision = await revision_of(conn)
         return self._lines(tenant_id, revision or "", who)
 
     async def _lines(
@@ -121,7 +121,7 @@ class TenantArchiveService:
         notes: list[str] = []
         async with self.db.owner_tx() as conn:
             tenant = await self._target(conn, target, header, who)
-            await archive_store.set_tenant_scope(conn, tenant.id, tenant_write_lock_key(tenant.id))
+            await scope_transaction(conn, tenant.id, write=True)
             await _refuse_non_empty(conn, tenant.id)
             if tenant.language != header.tenant.language:
                 notes.append(
@@ -225,7 +225,7 @@ async def _header(conn: AsyncConnection, tenant_id: UUID, revision: str) -> Head
     row = await tenant_store.get_tenant(conn, tenant_id)
     if row is None:  # erased between the check and the snapshot
         raise NotFoundError(f"tenant {tenant_id} not found")
-    meta = await archive_store.embedding_meta(conn)
+    meta = await schema_meta(conn)
     return Header(
         format=FORMAT,
         format_version=FORMAT_VERSION,

@@ -19,41 +19,16 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
 
-from knowmind.db.tenant_scope import set_tenant_sql
 from knowmind.store.archive_records import KINDS, KindSpec, Row
 
 __all__ = [
-    "embedding_meta",
     "insert_rows",
     "kind_row_counts",
     "read_rows",
-    "schema_revision",
-    "set_tenant_scope",
 ]
 
 # Parameter types the driver cannot infer from a text statement.
 _BIND_TYPES: dict[str, Any] = {"embedding": Vector(), "metadata": JSONB, "properties": JSONB}
-
-
-async def embedding_meta(conn: AsyncConnection) -> dict[str, str]:
-    """``embedding_model``, ``embedding_dim`` and ``embedding_storage`` from knowmind_meta."""
-    rows = await conn.execute(
-        text("SELECT key, value FROM knowmind_meta WHERE key LIKE 'embedding%'")
-    )
-    return {str(key): str(value) for key, value in rows}
-
-
-async def schema_revision(conn: AsyncConnection) -> str | None:
-    found = await conn.scalar(text("SELECT version_num FROM alembic_version LIMIT 1"))
-    return None if found is None else str(found)
-
-
-async def set_tenant_scope(conn: AsyncConnection, tenant_id: UUID, lock_key: str) -> None:
-    """The tenant as the transaction's row-level-security tenant, and its write lock."""
-    await conn.execute(text(set_tenant_sql(tenant_id)))
-    await conn.execute(
-        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": lock_key}
-    )
 
 
 def _select(spec: KindSpec) -> TextClause:
