@@ -250,6 +250,7 @@ async def _migrated_db(settings: Settings) -> tuple[Database, str, int]:
         settings.database.database_url,
         settings.database.app_database_url,
         2,
+        graph_mirror=bool(settings.graph.neo4j_url),  # as the server: no mirror, no outbox rows
         tenant_scope=settings.database.tenant_scope,
     )
     return db, model, dim

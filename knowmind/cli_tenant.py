@@ -45,23 +45,10 @@ def add_archive_commands(tenant: Any) -> None:
     load.set_defaults(fn=cmd_tenant_import)
 
 
-def _database(settings: Settings) -> Database:
-    assert settings.database.database_url
-    return Database.connect(
-        settings.database.database_url,
-        settings.database.app_database_url,
-        2,
-        graph_mirror=bool(settings.graph.neo4j_url),
-        tenant_scope=settings.database.tenant_scope,
-    )
-
-
 async def _service(settings: Settings) -> tuple[Database, TenantArchiveService]:
     from knowmind.cli import _migrated_db
 
-    probe, model, dim = await _migrated_db(settings)  # refuses an unmigrated database
-    await probe.dispose()
-    db = _database(settings)
+    db, model, dim = await _migrated_db(settings)  # refuses an unmigrated database
     return db, TenantArchiveService(db, model, dim)
 
 

@@ -177,40 +177,23 @@ def test_console_end_to_end_in_chromium(served):
         auth = {"Authorization": f"Bearer {token}"}
 
         # Data the graph and the XSS check need, through the API (as another client would).
-        linked = httpx.post(
-            f"{base}/v1/memories?wait=true",
-            headers=auth,
-            json={
-                "content": "Anna Meier leitet die IT der Muster GmbH.",
-                "relations": [
-                    {
-                        "predicate": "WORKS_FOR",
-                        "subject": "Anna Meier",
-                        "subject_class": "Person",
-                        "object": "Muster GmbH",
-                        "object_class": "Organization",
-                    }
-                ],
-            },
-        )
-        assert linked.status_code == 201, linked.text
-        other = httpx.post(
-            f"{base}/v1/memories?wait=true",
-            headers=auth,
-            json={
-                "content": "Anna Meier berät nebenbei die Beispiel AG.",
-                "relations": [
-                    {
-                        "predicate": "WORKS_FOR",
-                        "subject": "Anna Meier",
-                        "subject_class": "Person",
-                        "object": "Beispiel AG",
-                        "object_class": "Organization",
-                    }
-                ],
-            },
-        )
-        assert other.status_code == 201, other.text
+        for content, organisation in (
+            ("Anna Meier leitet die IT der Muster GmbH.", "Muster GmbH"),
+            ("Anna Meier berät nebenbei die Beispiel AG.", "Beispiel AG"),
+        ):
+            relation = {
+                "predicate": "WORKS_FOR",
+                "subject": "Anna Meier",
+                "subject_class": "Person",
+                "object": organisation,
+                "object_class": "Organization",
+            }
+            linked = httpx.post(
+                f"{base}/v1/memories?wait=true",
+                headers=auth,
+                json={"content": content, "relations": [relation]},
+            )
+            assert linked.status_code == 201, linked.text
         hostile = httpx.post(
             f"{base}/v1/memories", headers=auth, json={"title": HOSTILE, "content": HOSTILE}
         )
