@@ -178,9 +178,15 @@ async def _load_tenant(
 
 
 async def bulk_load(
-    url: str, tenants: list[TenantSpec], pool: SentencePool, progress=None
+    url: str,
+    tenants: list[TenantSpec],
+    pool: SentencePool,
+    progress=None,
+    maintenance_work_mem: str = "1GB",
 ) -> tuple[dict[str, uuid.UUID], dict[str, float]]:
-    """Load every tenant, HNSW index dropped meanwhile; ({name: id}, seconds per phase)."""
+    """Load every tenant, HNSW index dropped meanwhile; ({name: id}, seconds per phase).
+    ``maintenance_work_mem``: the index build's memory (an HNSW graph that outgrows it is
+    built on disk, several times slower)."""
     conn = await asyncpg.connect(owner_dsn(url))
     try:
         await register_vector(conn)
@@ -192,7 +198,7 @@ async def bulk_load(
             "CREATE TEMP TABLE scale_chunks (tenant_id uuid, memory_id uuid, ordinal int, "
             "content text, language text, embedding vector)"
         )
-        await conn.execute("SET maintenance_work_mem = '1GB'")
+        await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         started = time.perf_counter()
         ids = {}
         for i, spec in enumerate(tenants):

@@ -23,6 +23,7 @@ from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
 from knowmind.services.admin import AdminService
+from knowmind.services.admission import FairGate
 from knowmind.services.answer import AnswerService
 from knowmind.services.audit import AuditService
 from knowmind.services.document_jobs import DocumentIngestJob
@@ -43,7 +44,13 @@ from knowmind.services.summary_tree import SummaryTreeJob
 from knowmind.services.supervision import DatabaseSupervisor
 from knowmind.services.tenant_archive import TenantArchiveService
 from knowmind.services.tenant_settings import TenantSettingsService
-from knowmind.settings import GraphSettings, RecallSettings, Settings, SettingsError
+from knowmind.settings import (
+    GraphSettings,
+    RecallSettings,
+    Settings,
+    SettingsError,
+    available_cores,
+)
 from knowmind.workers.jobs import JobWorker
 from knowmind.workers.mirror import MirrorDrainer
 
@@ -186,7 +193,8 @@ class Runtime:
         graph = GraphService(db)
         documents = DocumentService(db, executor, settings.ingest, graph)
         documents.tree_unavailable = None if llm else no_llm
-        recall = RecallService(pipeline, settings.recall.recall_candidates)
+        slots = settings.recall.recall_concurrency or 2 * available_cores()
+        recall = RecallService(pipeline, settings.recall.recall_candidates, FairGate(slots))
         answers = AnswerService(db, recall, executor, llm, no_llm, models.llm_setup)
         worker = JobWorker(
             db,

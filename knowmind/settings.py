@@ -271,6 +271,13 @@ class RecallSettings:
     stage_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Time budget of each recall stage"}
     )
+    recall_concurrency: int = field(
+        default=0,
+        metadata={
+            "doc": "Recalls run at once; more wait in turn, tenants round-robin (0: two per "
+            "CPU core the process may use: a recall waits on the database part of its time)"
+        },
+    )
     vector_exact_max_rows: int = field(
         default=2000,
         metadata={"doc": "Tenants with at most this many chunks get exact vector search, not HNSW"},
@@ -469,14 +476,13 @@ class Settings:
             )
         if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
-        if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
-            raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
         for group, name in (
             (server, "rate_limit_per_second"),
             (server, "auth_failures_before_lockout"),
             (self.models, "embed_threads"),
             (self.recall, "vector_exact_max_rows"),
             (self.recall, "vector_tenant_index_min_rows"),
+            (self.recall, "recall_concurrency"),
             (self.models, "llm_retries"),
         ):
             if getattr(group, name) < 0:

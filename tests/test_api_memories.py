@@ -102,7 +102,9 @@ async def test_recall_result_shape_and_stage_ranks(client, tenant):
         "identity": None,
     }
     assert abs(top["score"] - 2 / 61) < 1e-6
-    assert {"bm25", "vector", "embed", "fuse", "total"} <= set(body["timings_ms"])
+    # queue: the wait for the admission gate (KNOWMIND_RECALL_CONCURRENCY), here none
+    assert {"bm25", "vector", "embed", "fuse", "queue", "total"} <= set(body["timings_ms"])
+    assert body["timings_ms"]["queue"] < body["timings_ms"]["total"]
     assert len(body["results"]) == 2
     # the default fusion weighs each stage per query: the same ranks, the weights shown
     weighted = await recall(

@@ -19,6 +19,7 @@ from knowmind.errors import InvalidInputError
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal
 from knowmind.services.batch import (
+    EMBED_GROUP_CHARS,
     EMBED_GROUP_CHUNKS,
     MAX_BATCH_ITEMS,
     ItemError,
@@ -132,6 +133,22 @@ async def test_a_full_batch_is_embedded_in_groups_while_the_last_is_stored(clien
     async with db.tenant_tx(who.tenant_id) as conn:
         distinct = await conn.scalar(text("SELECT count(DISTINCT embedding::text) FROM chunks"))
     assert distinct == MAX_BATCH_ITEMS - 1  # no item got another group's vector
+
+
+async def test_groups_of_long_items_are_cut_by_characters(client, db, service):
+    """Items of 300 characters: a group holds what one model batch of EMBED_GROUP_CHARS
+    characters takes (6 here), so the writes follow the model batch by batch."""
+    memories, counting = service
+    who = await _principal(client)
+    items: list[MemoryDraft | ItemError] = [
+        MemoryDraft(content=f"Wartungsbericht {i:02d}: " + "Lüfter und Netzteile geprüft. " * 9)
+        for i in range(20)
+    ]
+    assert {len(item.content.strip()) for item in items} == {289}
+    per_group = EMBED_GROUP_CHARS // 289
+    results = await remember_batch(memories, who, items)
+    assert [r.status for r in results] == ["created"] * 20
+    assert counting.passage_calls == [per_group] * (20 // per_group) + [20 % per_group]
 
 
 class FailsFromCallEmbedder(CountingEmbedder):

@@ -14,7 +14,7 @@ import structlog
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text
 from knowmind.ingest.pipeline import passage_text
-from knowmind.models.executor import MAX_BATCH
+from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import (
     MemoryDraft,
@@ -27,6 +27,7 @@ from knowmind.services.recipe import insert_memory
 from knowmind.store import memories as memory_store
 
 __all__ = [
+    "EMBED_GROUP_CHARS",
     "EMBED_GROUP_CHUNKS",
     "MAX_BATCH_ITEMS",
     "BatchItemResult",
@@ -37,8 +38,11 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 MAX_BATCH_ITEMS = 100
-# Chunks embedded per call while the previous group is written: one batch of the model thread.
+# Chunks (and their characters) embedded per call while the previous group is written: one
+# batch of the model thread, so the writes follow the model batch by batch and only the last
+# batch's writes are left when the model is done.
 EMBED_GROUP_CHUNKS = MAX_BATCH
+EMBED_GROUP_CHARS = MAX_BATCH_CHARS
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,19 +147,22 @@ async def _embed_and_store(
 
 
 def _groups(service: MemoryService, items: list[_Pending]) -> list[list[_Pending]]:
-    """Chunk every item; group consecutive items of about ``EMBED_GROUP_CHUNKS`` chunks."""
+    """Chunk every item; group consecutive items of up to ``EMBED_GROUP_CHUNKS`` chunks and
+    ``EMBED_GROUP_CHARS`` characters (an item larger than that is a group of its own)."""
     ingest = service.ingest
     groups: list[list[_Pending]] = []
-    size = EMBED_GROUP_CHUNKS
+    size = chars = 0
     for p in items:
         p.contents = chunk_text(
             p.draft.content, ingest.chunk_target_chars, ingest.chunk_overlap_chars
         ) or [p.draft.content.strip()]
-        if size >= EMBED_GROUP_CHUNKS:
+        length = sum(map(len, p.contents))
+        full = size + len(p.contents) > EMBED_GROUP_CHUNKS or chars + length > EMBED_GROUP_CHARS
+        if not groups or (size and full):
             groups.append([])
-            size = 0
+            size = chars = 0
         groups[-1].append(p)
-        size += len(p.contents)
+        size, chars = size + len(p.contents), chars + length
     return groups
 
 
