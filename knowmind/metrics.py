@@ -16,6 +16,7 @@ __all__ = [
     "JOBS",
     "MIRROR_OLDEST_CHANGE_SECONDS",
     "MIRROR_PENDING_CHANGES",
+    "RECALLS",
     "enable_tenant_label",
     "observe_recall_timings",
     "observe_tenant_request",
@@ -29,6 +30,9 @@ _STAGE_SECONDS = Histogram(
 )
 EMBED_QUEUE_PASSAGES = Gauge("knowmind_embed_queue_passages", "Passages waiting for the embedder")
 EMBED_QUEUE_TENANTS = Gauge("knowmind_embed_queue_tenants", "Tenants with passages waiting")
+RECALLS = Gauge(
+    "knowmind_recalls", "Recalls running or waiting for the admission gate", ["state"]
+)
 JOBS = Gauge("knowmind_jobs", "Jobs of all tenants waiting or given up", ["state"])
 MIRROR_PENDING_CHANGES = Gauge(
     "knowmind_mirror_pending_changes", "Graph changes not yet in the Neo4j mirror"

@@ -44,6 +44,9 @@ async def test_metrics_count_routes_by_template_and_time_recall_stages(client, t
     for gauge in ("knowmind_embed_queue_passages", "knowmind_mirror_pending_changes"):
         assert re.search(rf"^{gauge} \d", text, re.M)
     assert re.search(r'^knowmind_jobs\{state="waiting"\} \d', text, re.M)
+    # the recall gate: nothing runs or waits between requests
+    assert re.search(r'^knowmind_recalls\{state="running"\} 0', text, re.M)
+    assert re.search(r'^knowmind_recalls\{state="waiting"\} 0', text, re.M)
     # nothing that names a tenant or a stored thing
     assert tenant.id not in text and memory_id not in text and "Kantine" not in text
 

@@ -4,8 +4,8 @@ queue depth span every tenant, as on ``/health/detail``; Prometheus sends it wit
 
 Requests are counted and timed by route *template* and status by Litestar's Prometheus
 middleware with grouped paths (``/v1/memories/{memory_id}``, never an id); recall stages,
-the embedding queue, the job backlog and the mirror lag come from ``knowmind.metrics``, the
-gauges read when scraped."""
+the embedding queue, the recall gate, the job backlog and the mirror lag come from
+``knowmind.metrics``, the gauges read when scraped."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ async def _refresh(runtime: Runtime) -> None:
     waiting = runtime.embedder.waiting_passages()
     metrics.EMBED_QUEUE_PASSAGES.set(sum(waiting.values()))
     metrics.EMBED_QUEUE_TENANTS.set(len(waiting))
+    gate = runtime.recall.gate
+    if gate is not None:
+        metrics.RECALLS.labels(state="running").set(gate.running)
+        metrics.RECALLS.labels(state="waiting").set(gate.waiting)
     try:
         async with runtime.db.owner_tx() as conn:
             backlog = await job_backlog(conn)
