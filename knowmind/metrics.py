@@ -30,9 +30,7 @@ _STAGE_SECONDS = Histogram(
 )
 EMBED_QUEUE_PASSAGES = Gauge("knowmind_embed_queue_passages", "Passages waiting for the embedder")
 EMBED_QUEUE_TENANTS = Gauge("knowmind_embed_queue_tenants", "Tenants with passages waiting")
-RECALLS = Gauge(
-    "knowmind_recalls", "Recalls running or waiting for the admission gate", ["state"]
-)
+RECALLS = Gauge("knowmind_recalls", "Recalls running or waiting for the admission gate", ["state"])
 JOBS = Gauge("knowmind_jobs", "Jobs of all tenants waiting or given up", ["state"])
 MIRROR_PENDING_CHANGES = Gauge(
     "knowmind_mirror_pending_changes", "Graph changes not yet in the Neo4j mirror"
