@@ -133,7 +133,12 @@ def admin_walkthrough(settings: Settings, base: str) -> list[str]:
     else:
         admin = f"ADMIN=$(cat '{settings.server.admin_token_file}')"
     as_admin = '-H "Authorization: Bearer $ADMIN" -H "Content-Type: application/json"'
-    field = "python3 -c 'import sys, json; print(json.load(sys.stdin)[\"{}\"])'"
+    # prints the field, or exits with the server's own words (a second paste: the tenant exists)
+    field = (
+        "python3 -c 'import sys, json; r = json.load(sys.stdin); "
+        'print(r["{0}"]) if "{0}" in r '
+        'else sys.exit("knowmind: " + str(r.get("detail", r)))\''
+    )
     return [
         admin,
         f"TENANT=$(curl -s -X POST {base}/v1/admin/tenants {as_admin} "

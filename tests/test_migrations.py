@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -16,6 +19,7 @@ from knowmind.db.migrate import (
     current_revision,
     downgrade,
     head_revision,
+    read_embedding_meta,
     upgrade,
 )
 
@@ -78,6 +82,23 @@ def test_vector_column_takes_the_embedder_dimension(empty_database_url):
         return value
 
     assert asyncio.run(column_type()) == "vector(12)"
+
+
+def test_cli_admin_on_an_unmigrated_database_says_to_migrate(empty_database_url):
+    assert asyncio.run(read_embedding_meta(empty_database_url)) == (None, None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMIND_")}
+    env["KNOWMIND_DATABASE_URL"] = empty_database_url
+    ran = subprocess.run(
+        [sys.executable, "-m", "knowmind", "tenant", "create", "acme"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode != 0 and "Traceback" not in ran.stderr
+    assert "not migrated yet: run `knowmind migrate`" in ran.stdout + ran.stderr
+    assert "tenants" not in asyncio.run(table_names(empty_database_url))
 
 
 def test_another_embedder_is_refused(empty_database_url):

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -201,6 +202,18 @@ def _readme_walkthrough() -> str:
     return section.split("```sh\n", 1)[1].split("```", 1)[0]
 
 
+def _bash(text: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``text`` run as a pasted block: bash, stop at the first failing command."""
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", text],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("data_dir_set", [True, False])
 def test_readme_walkthrough_and_banner_lines_work_as_written(tmp_path, data_dir_set):
     """The README's curl walkthrough and the start banner's lines, run by bash as a newcomer
@@ -229,21 +242,21 @@ def test_readme_walkthrough_and_banner_lines_work_as_written(tmp_path, data_dir_
         knowmind_cli = f"{sys.executable} -m knowmind"
         script = _readme_walkthrough().replace("http://127.0.0.1:8080", base)
         script = script.replace(".venv/bin/knowmind", knowmind_cli)
+        if not data_dir_set and not made_default:  # this machine's default dir holds tenants
+            suffix = uuid.uuid4().hex[:8]
+            pasted = pasted.replace('"name": "demo"', f'"name": "demo-{suffix}"')
+            script = script.replace('"name": "acme"', f'"name": "acme-{suffix}"')
         for name, text in (("banner", pasted), ("readme", script)):
-            ran = subprocess.run(
-                ["bash", "-e", "-o", "pipefail", "-c", text],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+            ran = _bash(text, env)
             assert ran.returncode == 0, f"{name}: {ran.stdout}\n{ran.stderr}"
             if name == "banner":
                 assert re.search(r"tenant [0-9a-f-]{36} token kmt_\S+", ran.stdout), ran.stdout
             else:
                 assert '"status":"created"' in ran.stdout.replace(" ", "")
                 assert "Anna Schmidt" in ran.stdout and "web-01" in ran.stdout
+        again = _bash(pasted, env)  # pasted twice: the server's reason, not a traceback
+        assert again.returncode != 0 and "Traceback" not in again.stderr
+        assert "knowmind: a tenant named 'demo" in again.stderr and "exists already" in again.stderr
     finally:
         stop(server)
         if made_default and default_dir is not None:

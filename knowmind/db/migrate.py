@@ -112,11 +112,12 @@ async def schema_meta(conn: AsyncConnection) -> dict[str, str]:
 
 
 async def read_embedding_meta(url: str) -> tuple[str | None, int | None]:
-    """(model id, dimension) the schema was created for."""
+    """(model id, dimension) the schema was created for; (None, None) before any migration."""
     engine = make_engine(url, 1)
     try:
         async with engine.connect() as conn:
-            meta = await schema_meta(conn)
+            found = await conn.scalar(text("SELECT to_regclass('knowmind_meta')"))
+            meta = await schema_meta(conn) if found is not None else {}
     finally:
         await engine.dispose()
     dim = meta.get("embedding_dim")
