@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from knowmind.db.reader import ReadPool
@@ -37,6 +40,33 @@ def app_url_for(owner_url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+# A pooled connection idle for longer than this is pinged before it is handed out; a busy one
+# is not (SQLAlchemy's pre-ping costs three round trips on asyncpg, BEGIN / ";" / ROLLBACK, on
+# every checkout: a third of a one-chunk write's round trips). A connection that died while in
+# use fails its statement; SQLAlchemy then invalidates the whole pool, so the next checkouts
+# reconnect, and the request gets the 503 "database unavailable; retry shortly".
+PING_WHEN_IDLE_S = 2.0
+
+
+def _ping_when_idle(engine: AsyncEngine) -> None:
+    pool_events = engine.sync_engine.pool
+
+    @event.listens_for(pool_events, "connect")
+    @event.listens_for(pool_events, "checkin")
+    def _idle_from_now(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(pool_events, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("idle_since", 0.0) <= PING_WHEN_IDLE_S:
+            return
+        try:
+            dbapi_connection.ping()
+        except Exception as exc:  # the pool drops this connection and checks out another
+            raise DisconnectionError("pooled connection is gone") from exc
+
+
 # Citus forwards SET LOCAL of the tenant to its workers only with this (a placeholder elsewhere).
 CITUS_SETTINGS = {"citus.propagate_set_commands": "local"}
 
@@ -51,7 +81,7 @@ def make_engine(
     url: str, pool_size: int, graph_mirror: bool = True, tenant_scope: str = "session"
 ) -> AsyncEngine:
     settings = _session_settings(graph_mirror, tenant_scope)
-    return create_async_engine(
+    engine = create_async_engine(
         normalise_url(url),
         # A failing statement's parameters (memory content, query text) must never reach a log.
         hide_parameters=True,
@@ -59,9 +89,10 @@ def make_engine(
         # recalls read through the raw read pools (db/reader.py): writes and the admin plane
         # need fewer connections on demand
         max_overflow=pool_size // 2,
-        pool_pre_ping=True,
         connect_args={"server_settings": settings},
     )
+    _ping_when_idle(engine)
+    return engine
 
 
 def tenant_write_lock_key(tenant_id: UUID) -> str:
