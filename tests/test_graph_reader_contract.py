@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from uuid import UUID
 
+import numpy as np
 import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
@@ -66,9 +67,17 @@ async def _memory(conn, tenant: UUID, content: str) -> UUID:
         metadata={},
         sha256=hashlib.sha256(content.encode()).digest(),
     )
-    memory_id = await memory_store.insert_memory(conn, tenant, draft)
-    assert memory_id is not None
-    return memory_id
+    inserted = await memory_store.insert_memory(
+        conn,
+        tenant,
+        draft,
+        language="simple",
+        contents=[],
+        embeddings=np.zeros((0, 1), dtype=np.float32),
+        job_kind=None,
+    )
+    assert inserted is not None and inserted.chunks == 0 and inserted.job_id is None
+    return inserted.id
 
 
 async def _link(conn, tenant: UUID, ids: dict[str, UUID], a: str, b: str, weight: float) -> None:

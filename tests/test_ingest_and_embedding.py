@@ -83,3 +83,74 @@ async def test_a_failing_chunk_insert_leaves_no_memory_behind(db, settings, clie
         await executor.close()
     assert await count_rows(db, "memories", tenant.id) == 0
     assert await count_rows(db, "chunks", tenant.id) == 0
+
+
+async def test_a_memory_its_chunks_and_its_job_are_written_together(db, tenant, embedder):
+    """The one-statement write (store.memories.insert_memory): every chunk gets its own vector
+    in order, its kind, the tenant's BM25 statistics count each chunk once, the job names the
+    memory; the same content again writes nothing."""
+    import hashlib
+    import uuid
+
+    from sqlalchemy import text
+
+    from knowmind.store.memories import NewMemory, insert_memory
+
+    tenant_id = uuid.UUID(tenant.id)
+    vectors = np.random.default_rng(7).standard_normal((3, embedder.dim)).astype(np.float32)
+    contents = ["Erster Abschnitt über Kassel.", "Zweiter über Bonn.", "Dritter über Ulm."]
+    memory = NewMemory(
+        title="Städte",
+        content=" ".join(contents),
+        memory_type="semantic",
+        tags=[],
+        source=None,
+        domain=None,
+        metadata={},
+        sha256=hashlib.sha256(" ".join(contents).encode()).digest(),
+    )
+
+    async def write():
+        async with db.tenant_tx(tenant_id, write=True) as conn:
+            return await insert_memory(
+                conn,
+                tenant_id,
+                memory,
+                language="german",
+                contents=contents,
+                embeddings=vectors,
+                kinds=[None, "fact"],
+                job_kind="extract_mentions",
+            )
+
+    stored = await write()
+    assert stored is not None and stored.chunks == 3
+    async with db.owner_tx() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT ordinal, content, context, kind, CAST(embedding AS text) AS v "
+                    "FROM chunks WHERE tenant_id = :t AND memory_id = :m ORDER BY ordinal"
+                ),
+                {"t": tenant_id, "m": stored.id},
+            )
+        ).all()
+        job = (
+            await conn.execute(
+                text("SELECT kind, payload FROM jobs WHERE id = :j"), {"j": stored.job_id}
+            )
+        ).one()
+        corpus = await conn.scalar(
+            text("SELECT chunk_count FROM bm25_corpus WHERE tenant_id = :t"), {"t": tenant_id}
+        )
+    assert [(r.ordinal, r.content, r.context, r.kind) for r in rows] == [
+        (0, contents[0], "Städte", None),
+        (1, contents[1], "Städte", "fact"),
+        (2, contents[2], "Städte", None),
+    ]
+    for row, vector in zip(rows, vectors, strict=True):
+        assert np.array_equal(np.array(row.v.strip("[]").split(","), dtype=np.float32), vector)
+    assert job.kind == "extract_mentions" and job.payload == {"memory_id": str(stored.id)}
+    assert corpus == 3
+    assert await write() is None  # the same content: nothing written
+    assert await count_rows(db, "chunks", tenant.id) == 3

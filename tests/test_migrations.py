@@ -153,7 +153,7 @@ def test_small_embedders_keep_full_precision(empty_database_url):
 async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
     import numpy as np
 
-    from knowmind.store.memories import NewMemory, insert_chunks, insert_memory
+    from knowmind.store.memories import NewMemory, insert_memory
     from knowmind.store.search import MemoryFilters
     from knowmind.store.vector_search import explain_vector_search, vector_candidates
 
@@ -167,7 +167,7 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
             )
         )
         for i, vector in enumerate(vectors):
-            memory = await insert_memory(
+            stored = await insert_memory(
                 conn,
                 tenant,
                 NewMemory(
@@ -180,16 +180,12 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
                     metadata={},
                     sha256=bytes([i]) * 32,
                 ),
-            )
-            await insert_chunks(
-                conn,
-                tenant,
-                memory,
                 language="simple",
-                context=None,
                 contents=[f"text {i}"],
                 embeddings=vector[None, :],
+                job_kind=None,
             )
+            assert stored is not None and stored.chunks == 1
         query = vectors[3] + 0.1 * vectors[5]
         found = {}
         for path in ("exact", "hnsw"):

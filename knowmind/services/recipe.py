@@ -17,7 +17,6 @@ from knowmind.ingest.pipeline import index_language
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import IngestSettings
-from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
 
 __all__ = ["MemoryWriter", "StoredMemory", "insert_memory"]
@@ -70,20 +69,19 @@ async def insert_memory(
 
     The caller wakes the job worker once its transaction has committed.
     """
-    memory_id = await memory_store.insert_memory(conn, tenant, memory)
-    if memory_id is None:
-        return None
-    count = await memory_store.insert_chunks(
+    inserted = await memory_store.insert_memory(
         conn,
         tenant,
-        memory_id,
+        memory,
         language=language,
-        context=memory.title,
         contents=contents,
         embeddings=embeddings,
         kinds=kinds,
+        job_kind=EXTRACT_JOB,
     )
+    if inserted is None:
+        return None
     if relations:
-        await graph.attach_inline_relations(conn, tenant, memory_id, list(relations))
-    job_id = await job_store.enqueue_job(conn, tenant, EXTRACT_JOB, {"memory_id": str(memory_id)})
-    return StoredMemory(memory_id, count, job_id)
+        await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations))
+    assert inserted.job_id is not None
+    return StoredMemory(inserted.id, inserted.chunks, inserted.job_id)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import msgspec
 import numpy as np
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -18,6 +18,7 @@ from knowmind.store.rows import MemoryRow, MemoryValues
 from knowmind.store.scalars import maybe_id
 
 __all__ = [
+    "InsertedMemory",
     "NewMemory",
     "chunk_counts",
     "chunk_texts",
@@ -25,7 +26,6 @@ __all__ = [
     "find_by_sha",
     "find_by_shas",
     "get_memory",
-    "insert_chunks",
     "insert_memory",
     "list_memories",
     "memory_title",
@@ -86,60 +86,72 @@ async def chunk_counts(
     return {r[0]: int(r[1]) for r in rows}
 
 
+# The memory, its chunks and its first job in one statement (one round trip, and the chunks'
+# statement-level BM25 triggers run once for the memory, not once per chunk). Nothing is written
+# when a current memory with the same content exists (no row from ``m``). The vectors travel as
+# one flat real[] (binary, no text formatting) that each chunk slices; the column's assignment
+# cast makes them vector or halfvec.
 _INSERT_MEMORY = text(
-    "INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
-    "metadata, content_sha256, document_id) VALUES (:tenant, :title, :content, :memory_type, "
-    ":tags, :source, :domain, :metadata, :sha256, :document_id) "
+    "WITH m AS (INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, "
+    "domain, metadata, content_sha256, document_id) VALUES (:tenant, :title, :content, "
+    ":memory_type, :tags, :source, :domain, :metadata, :sha256, :document_id) "
     "ON CONFLICT (tenant_id, content_sha256) "
-    "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
-    "RETURNING id"
+    "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING RETURNING id), "
+    "c AS (INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, "
+    "embedding, kind) SELECT :tenant, m.id, x.n - 1, x.content, :context, "
+    "CAST(:language AS regconfig), "
+    "(CAST(:vectors AS real[]))[(x.n - 1) * :dim + 1 : x.n * :dim], x.kind "
+    "FROM m, unnest(CAST(:contents AS text[]), CAST(:kinds AS text[])) "
+    "WITH ORDINALITY AS x (content, kind, n) RETURNING 1), "
+    "j AS (INSERT INTO jobs (tenant_id, kind, payload) SELECT :tenant, :job_kind, "
+    "jsonb_build_object('memory_id', CAST(m.id AS text)) FROM m "
+    "WHERE CAST(:job_kind AS text) IS NOT NULL RETURNING id) "
+    "SELECT m.id, j.id AS job_id, (SELECT count(*) FROM c) AS chunks FROM m LEFT JOIN j ON true"
 ).bindparams(bindparam("metadata", type_=JSONB))
 
 
-async def insert_memory(conn: AsyncConnection, tenant_id: UUID, memory: NewMemory) -> UUID | None:
-    """The new id, or None when a sha-identical memory already exists (a concurrent insert)."""
-    return await maybe_id(
-        conn,
-        _INSERT_MEMORY,
-        {"tenant": tenant_id, **msgspec.structs.asdict(memory)},
-    )
+@dataclass(frozen=True, slots=True)
+class InsertedMemory:
+    id: UUID
+    chunks: int
+    job_id: UUID | None
 
 
-_INSERT_CHUNK = text(
-    "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, embedding, "
-    "kind) VALUES (:tenant, :memory, :ordinal, :content, :context, "
-    "CAST(:language AS regconfig), :embedding, :kind)"
-).bindparams(bindparam("embedding", type_=Vector()))
-
-
-async def insert_chunks(
+async def insert_memory(
     conn: AsyncConnection,
     tenant_id: UUID,
-    memory_id: UUID,
+    memory: NewMemory,
     *,
     language: str,
-    context: str | None,
     contents: Sequence[str],
     embeddings: np.ndarray,
     kinds: Sequence[str | None] = (),
-) -> int:
-    """``kinds``: each chunk's statement kind (``contract.limits.STATEMENT_KINDS``), None or
-    absent for a plain chunk."""
-    rows = [
-        {
-            "tenant": tenant_id,
-            "memory": memory_id,
-            "ordinal": i,
-            "content": content,
-            "context": context,
-            "language": language,
-            "embedding": embeddings[i],
-            "kind": kinds[i] if i < len(kinds) else None,
-        }
-        for i, content in enumerate(contents)
-    ]
-    await conn.execute(_INSERT_CHUNK, rows)
-    return len(rows)
+    job_kind: str | None,
+) -> InsertedMemory | None:
+    """The memory, its chunks (``contents`` with their ``embeddings`` and optional statement
+    ``kinds``, see ``contract.limits.STATEMENT_KINDS``) and a ``job_kind`` job for it (none
+    when None); None when a current memory with the same content exists (a concurrent
+    insert): nothing written."""
+    if len(embeddings) != len(contents):
+        raise ValueError(f"{len(contents)} chunks but {len(embeddings)} embeddings")
+    vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
+    row = (
+        await conn.execute(
+            _INSERT_MEMORY,
+            {
+                "tenant": tenant_id,
+                **msgspec.structs.asdict(memory),
+                "context": memory.title,
+                "language": language,
+                "contents": list(contents),
+                "kinds": [kinds[i] if i < len(kinds) else None for i in range(len(contents))],
+                "vectors": vectors.ravel().tolist(),
+                "dim": int(vectors.shape[1]) if vectors.ndim == 2 else 0,
+                "job_kind": job_kind,
+            },
+        )
+    ).one_or_none()
+    return InsertedMemory(row.id, int(row.chunks), row.job_id) if row else None
 
 
 async def get_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> MemoryRow | None:
