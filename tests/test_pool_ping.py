@@ -90,3 +90,15 @@ async def test_without_the_idle_ping_the_dead_connection_fails_once(database_url
     finally:
         await engine.dispose()
         await admin.dispose()
+
+
+async def test_the_connection_returned_last_is_handed_out_next(database_url):
+    engine = make_engine(database_url, 2)
+    try:
+        async with engine.connect() as a, engine.connect() as b:  # two open connections
+            pids = {int(await c.scalar(text("SELECT pg_backend_pid()"))) for c in (a, b)}
+        assert len(pids) == 2
+        used = {await _backend_pid(engine) for _ in range(4)}
+        assert len(used) == 1  # one warm connection serves a sequential load
+    finally:
+        await engine.dispose()
