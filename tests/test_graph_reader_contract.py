@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from uuid import UUID
 
-import numpy as np
 import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
@@ -31,7 +30,6 @@ from knowmind.graph.registry import BoltAccess, build_graph_reader
 from knowmind.linking.names import normalise_name
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
-from knowmind.store import memories as memory_store
 from knowmind.store.tenants import create_tenant
 from knowmind.workers.mirror import resync_tenant
 from tests.conftest import make_tenant
@@ -57,27 +55,16 @@ async def _entity(conn, tenant: UUID, name: str) -> UUID:
 
 
 async def _memory(conn, tenant: UUID, content: str) -> UUID:
-    draft = memory_store.NewMemory(
-        title=None,
-        content=content,
-        memory_type="semantic",
-        tags=[],
-        source=None,
-        domain=None,
-        metadata={},
-        sha256=hashlib.sha256(content.encode()).digest(),
+    """A memory row alone: no chunks and no extraction job (the graph is laid by hand)."""
+    memory_id = await conn.scalar(
+        text(
+            "INSERT INTO memories (tenant_id, content, content_sha256) "
+            "VALUES (:t, :c, :sha) RETURNING id"
+        ),
+        {"t": tenant, "c": content, "sha": hashlib.sha256(content.encode()).digest()},
     )
-    inserted = await memory_store.insert_memory(
-        conn,
-        tenant,
-        draft,
-        language="simple",
-        contents=[],
-        embeddings=np.zeros((0, 1), dtype=np.float32),
-        job_kind=None,
-    )
-    assert inserted is not None and inserted.chunks == 0 and inserted.job_id is None
-    return inserted.id
+    assert isinstance(memory_id, UUID)
+    return memory_id
 
 
 async def _link(conn, tenant: UUID, ids: dict[str, UUID], a: str, b: str, weight: float) -> None:

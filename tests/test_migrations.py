@@ -183,7 +183,7 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
                 language="simple",
                 contents=[f"text {i}"],
                 embeddings=vector[None, :],
-                job_kind=None,
+                job_kind="extract_mentions",  # no worker runs on this bare schema
             )
             assert stored is not None and stored.chunks == 1
         query = vectors[3] + 0.1 * vectors[5]

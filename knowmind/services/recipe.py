@@ -5,7 +5,6 @@ all write through ``insert_memory``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
@@ -46,11 +45,8 @@ class MemoryWriter:
         return index_language(tenant_language, content, self._detect_language)
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMemory:
-    id: UUID
-    chunks: int
-    job_id: UUID
+# what a write returns: the memory's id, its chunk count, its extraction job
+StoredMemory = memory_store.InsertedMemory
 
 
 async def insert_memory(
@@ -79,9 +75,6 @@ async def insert_memory(
         kinds=kinds,
         job_kind=EXTRACT_JOB,
     )
-    if inserted is None:
-        return None
-    if relations:
+    if inserted is not None and relations:
         await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations))
-    assert inserted.job_id is not None
-    return StoredMemory(inserted.id, inserted.chunks, inserted.job_id)
+    return inserted

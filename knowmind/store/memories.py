@@ -104,9 +104,8 @@ _INSERT_MEMORY = text(
     "FROM m, unnest(CAST(:contents AS text[]), CAST(:kinds AS text[])) "
     "WITH ORDINALITY AS x (content, kind, n) RETURNING 1), "
     "j AS (INSERT INTO jobs (tenant_id, kind, payload) SELECT :tenant, :job_kind, "
-    "jsonb_build_object('memory_id', CAST(m.id AS text)) FROM m "
-    "WHERE CAST(:job_kind AS text) IS NOT NULL RETURNING id) "
-    "SELECT m.id, j.id AS job_id, (SELECT count(*) FROM c) AS chunks FROM m LEFT JOIN j ON true"
+    "jsonb_build_object('memory_id', CAST(m.id AS text)) FROM m RETURNING id) "
+    "SELECT m.id, j.id AS job_id, (SELECT count(*) FROM c) AS chunks FROM m, j"
 ).bindparams(bindparam("metadata", type_=JSONB))
 
 
@@ -114,7 +113,7 @@ _INSERT_MEMORY = text(
 class InsertedMemory:
     id: UUID
     chunks: int
-    job_id: UUID | None
+    job_id: UUID
 
 
 async def insert_memory(
@@ -126,11 +125,11 @@ async def insert_memory(
     contents: Sequence[str],
     embeddings: np.ndarray,
     kinds: Sequence[str | None] = (),
-    job_kind: str | None,
+    job_kind: str,
 ) -> InsertedMemory | None:
-    """The memory, its chunks (``contents`` with their ``embeddings`` and optional statement
-    ``kinds``, see ``contract.limits.STATEMENT_KINDS``) and a ``job_kind`` job for it (none
-    when None); None when a current memory with the same content exists (a concurrent
+    """The memory, its chunks (``contents`` with their ``embeddings``, one row each, and
+    optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``) and a ``job_kind``
+    job for it; None when a current memory with the same content exists (a concurrent
     insert): nothing written."""
     if len(embeddings) != len(contents):
         raise ValueError(f"{len(contents)} chunks but {len(embeddings)} embeddings")
@@ -146,7 +145,7 @@ async def insert_memory(
                 "contents": list(contents),
                 "kinds": [kinds[i] if i < len(kinds) else None for i in range(len(contents))],
                 "vectors": vectors.ravel().tolist(),
-                "dim": int(vectors.shape[1]) if vectors.ndim == 2 else 0,
+                "dim": vectors.shape[1],
                 "job_kind": job_kind,
             },
         )
