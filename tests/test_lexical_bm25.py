@@ -18,6 +18,7 @@ from knowmind.store import lexical
 from knowmind.store import tenants as tenant_store
 from knowmind.store.lexical import BM25Request, ScoredTerm
 from knowmind.store.search import MemoryFilters
+from knowmind.store.sql import fetch
 from tests.conftest import ADMIN_HEADERS, make_tenant
 
 CORPUS = [
@@ -374,3 +375,57 @@ async def test_selective_filters_still_fill_the_result(db):
             {"t": tenant_id, "ids": [chunk for chunk, _, _ in found]},
         )
         assert sorted(contents.scalars()) == sorted(rare)
+
+
+async def test_web_search_fallback_scores_the_matching_chunks_only(db):
+    """A phrase query whose bounded read finds too few matching chunks falls back to scoring
+    the chunks that match it (found through the full-text index by an owner-run function):
+    the same hits, in the same order, as scoring every posting and filtering."""
+    tenant_id = await new_tenant(db)
+    other_id = await new_tenant(db)
+    filler = [f"Am Hafen, am Hafen und am Hafen, Bericht {i}." for i in range(300)]
+    both = ["Vom Hafen aus sieht man den Kölner Dom nicht.", "Zum Kölner Dom? Nicht am Hafen."]
+    await seed(db, tenant_id, filler + CORPUS + both)
+    await seed(db, other_id, CORPUS + both)
+    question = 'Hafen "Kölner Dom"'
+    async with db.tenant_tx(tenant_id) as conn:
+        dfs, _, stats = await lexical.analyse_query(conn, tenant_id, ["german"], question)
+        request = BM25Request(
+            tenant_id,
+            [ScoredTerm(w, df) for w, df in dfs.items()],
+            stats,
+            MemoryFilters(),
+            10,
+            k1=1.2,
+            b=0.75,
+            budget=40,
+            websearch=("german", question),
+        )
+        bounded_sql, params, partial = request.statement()
+        assert partial and len(await fetch(conn, bounded_sql, params)) < request.limit
+        found = await lexical.bm25_candidates(conn, request)
+        every_sql, every_params, _ = request.statement("exhaustive")
+        every = await fetch(conn, every_sql, every_params)
+        contents = await conn.execute(
+            text("SELECT id, content FROM chunks WHERE tenant_id = :t AND id = ANY(:ids)"),
+            {"t": tenant_id, "ids": [chunk for chunk, _, _ in found]},
+        )
+        by_id = dict(contents.all())
+        # the function reads the session's tenant only
+        foreign = await conn.scalar(
+            text("SELECT count(*) FROM knowmind_websearch_chunks(:t, 'german', :q)"),
+            {"t": other_id, "q": question},
+        )
+    async with db.app_tx() as conn:  # no tenant set: nothing
+        unset = await conn.scalar(
+            text("SELECT count(*) FROM knowmind_websearch_chunks(:t, 'german', :q)"),
+            {"t": tenant_id, "q": question},
+        )
+    assert unset == 0
+    assert [(c, round(s, 9)) for c, _, s in found] == [(r[0], round(r[2], 9)) for r in every]
+    assert sorted(by_id[c] for c, _, _ in found) == sorted(both)
+    assert foreign == 0
+    with pytest.raises(ValueError, match="web-search"):
+        BM25Request(tenant_id, [], stats, MemoryFilters(), 10, k1=1.2, b=0.75, budget=40).statement(
+            "matching"
+        )

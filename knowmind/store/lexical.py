@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from knowmind.store.search import MemoryFilters
@@ -154,6 +154,14 @@ async def lexemes_extending(
 RESCORE_FACTOR = 1
 
 
+# how a chunk row ``c`` matches the web-search form of the query
+_WEBSEARCH_MATCH = "c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
+# ``bounded``: the best postings of each term, then exact scores of the best chunks by them;
+# ``exhaustive``: every posting of every term; ``matching``: the chunks matching the web-search
+# query, scored exactly (what ``exhaustive`` then filters to, without reading every posting)
+_Mode = Literal["bounded", "exhaustive", "matching"]
+
+
 def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list[int]:
     """How many postings to read per term (in ``terms`` order): the rarest terms first, each
     all of its postings up to an equal share of what is left of ``budget`` (at least
@@ -168,9 +176,19 @@ def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list
     return depths
 
 
-def _bm25_sql(where: str, exhaustive: bool) -> str:
+def _bm25_sql(where: str, mode: _Mode) -> str:
     weight = "q.weight * t.tf * (p.k1 + 1) / (t.tf + p.k1 * (1 - p.b + p.b * t.doc_len / p.avgdl))"
-    if exhaustive:
+    if mode == "matching":
+        # the chunks matching the web-search query (GIN index), each term's posting probed
+        # (an owner-run function: under row-level security ``@@`` cannot use the GIN index)
+        scored = (
+            "WITH w AS MATERIALIZED (SELECT id FROM knowmind_websearch_chunks(:tenant, "
+            "CAST(:ws_language AS regconfig), :ws_query)) "
+            f"SELECT t.chunk_id, sum({weight}) AS score FROM w CROSS JOIN q CROSS JOIN p "
+            "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
+            "AND t.chunk_id = w.id GROUP BY t.chunk_id"
+        )
+    elif mode == "exhaustive":
         scored = (
             f"SELECT t.chunk_id, sum({weight}) AS score FROM q CROSS JOIN p JOIN chunk_terms t "
             "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme GROUP BY t.chunk_id"
@@ -225,15 +243,15 @@ class BM25Request:
     budget: int
     websearch: tuple[str, str] | None = None
 
-    def statement(self, exhaustive: bool = False) -> tuple[str, dict[str, Any], bool]:
+    def statement(self, mode: _Mode = "bounded") -> tuple[str, dict[str, Any], bool]:
         """SQL, parameters, and whether some term's postings are read only in part."""
+        if mode == "matching" and self.websearch is None:
+            raise ValueError("the matching mode needs a web-search query")
         terms = [t for t in self.terms if t.df > 0]
         depths = posting_depths(terms, self.budget, floor=2 * self.limit)
         where, filter_params = self.filters.sql()
         if self.websearch is not None:
-            where += (
-                " AND c.tsv @@ websearch_to_tsquery(CAST(:ws_language AS regconfig), :ws_query)"
-            )
+            where += f" AND {_WEBSEARCH_MATCH}"
             filter_params |= {"ws_language": self.websearch[0], "ws_query": self.websearch[1]}
         params: dict[str, Any] = {
             "tenant": self.tenant_id,
@@ -245,24 +263,27 @@ class BM25Request:
             "b": self.b,
             "avgdl": max(self.stats.avgdl, 1e-9),
             "limit": self.limit,
-            "shortlist": 2**31 - 1 if exhaustive else 2 * self.limit + 20,
+            "shortlist": 2 * self.limit + 20 if mode == "bounded" else 2**31 - 1,
             "rescore": RESCORE_FACTOR * (2 * self.limit + 20),
             **filter_params,
         }
         truncated = any(d < t.df for d, t in zip(depths, terms, strict=True))
-        return _bm25_sql(where, exhaustive), params, truncated or sum(depths) > params["shortlist"]
+        return _bm25_sql(where, mode), params, truncated or sum(depths) > params["shortlist"]
 
 
 async def bm25_candidates(conn: Conn, request: BM25Request) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, BM25 score), best first. Candidates come from the best postings
     of each term (bounded by ``budget``, rarest terms first) and are then scored exactly;
-    when the filters leave fewer than ``limit`` of them, the filtered chunks are scored."""
+    when the filters leave fewer than ``limit`` of them, the filtered chunks are scored: the
+    chunks matching a web-search query (through the full-text index), else every posting."""
     if not any(t.df > 0 for t in request.terms) or request.stats.chunk_count == 0:
         return []
     sql, params, partial = request.statement()
     rows = await fetch(conn, sql, params, replan=True)
     if len(rows) < request.limit and partial:
-        sql, params, _ = request.statement(exhaustive=True)
+        sql, params, _ = request.statement(
+            "exhaustive" if request.websearch is None else "matching"
+        )
         rows = await fetch(conn, sql, params, replan=True)
     return [(r[0], r[1], float(r[2])) for r in rows]
 
