@@ -129,6 +129,30 @@ async def test_links_of_a_hub_are_capped_per_node_and_in_all(db, hub):
     assert len(in_all) == 7
 
 
+async def test_links_of_known_kinds_skip_only_the_look_ups_that_cannot_match(db, hub):
+    """A memory's mentions are read by memory, an entity's by entity: with the frontier's kinds
+    the other look-up is skipped and the links, in their order, are the same."""
+    tenant, entity = hub
+    async with db.tenant_tx(tenant) as conn:
+        memories = [
+            r[0]
+            for r in await conn.execute(
+                text("SELECT memory_id FROM mentions WHERE tenant_id = :t ORDER BY memory_id"),
+                {"t": tenant},
+            )
+        ][:25]
+        frontier = [entity, *memories]
+        kinds = {str(entity): "entity"} | {str(m): "memory" for m in memories}
+        blind = await neighbour_links(conn, tenant, frontier, per_node=1000)
+        told = await neighbour_links(conn, tenant, frontier, per_node=1000, kinds=kinds)
+        # told wrongly, the look-ups that could have matched are skipped: kinds are used
+        wrong = {str(entity): "memory"} | {str(m): "entity" for m in memories}
+        misled = await neighbour_links(conn, tenant, frontier, per_node=1000, kinds=wrong)
+    assert len(blind) == 120 + 25
+    assert told == blind
+    assert misled == []
+
+
 async def test_postgres_reader_stays_within_its_node_budget(db, hub):
     tenant, entity = hub
     reader = PostgresGraphReader(db, max_nodes=50, links_per_node=1000)

@@ -125,29 +125,32 @@ async def breadth_first(
     seeds: Sequence[K],
     hops: int,
     max_nodes: int,
-    links_of: Callable[[list[K]], Awaitable[list[tuple[K, str, K, str, float]]]],
+    links_of: Callable[[list[K], Mapping[K, str]], Awaitable[list[tuple[K, str, K, str, float]]]],
     max_frontier: int | None = None,
 ) -> Subgraph[K]:
-    """Expand hop by hop from the seeds; ``links_of(frontier)`` returns every link touching
-    the frontier. At most ``max_nodes`` nodes are reached, and each further hop expands only
-    the ``max_frontier`` nodes most strongly tied to the last one (sum of their links'
-    weights): a walk from the seeds hardly reaches past the weakly tied ones, and expanding
-    them is most of a hop's work."""
+    """Expand hop by hop from the seeds; ``links_of(frontier, kinds)`` returns every link
+    touching the frontier (``kinds``: the node kind of the frontier nodes reached by a link,
+    not of the seeds: a reader may skip look-ups that cannot match a kind). At most
+    ``max_nodes`` nodes are reached, and each further hop expands only the ``max_frontier``
+    nodes most strongly tied to the last one (sum of their links' weights): a walk from the
+    seeds hardly reaches past the weakly tied ones, and expanding them is most of a hop's work."""
     graph: Subgraph[K] = Subgraph()
     seen = set(seeds)
     frontier = list(seeds)
+    kinds: dict[K, str] = {}
     for _ in range(hops):
         if not frontier:
             break
         strength: dict[K, float] = {}
-        for a, a_kind, b, b_kind, weight in await links_of(frontier):
+        for a, a_kind, b, b_kind, weight in await links_of(frontier, kinds):
             graph.add(a, a_kind, b, b_kind, weight)
-            for node in (a, b):
+            for node, kind in ((a, a_kind), (b, b_kind)):
                 if node in strength:
                     strength[node] += weight
                 elif node not in seen and len(seen) < max_nodes:
                     seen.add(node)
                     strength[node] = weight
+                    kinds[node] = kind
         frontier = list(strength)
         if max_frontier is not None and len(frontier) > max_frontier:
             frontier = sorted(frontier, key=lambda n: -strength[n])[:max_frontier]

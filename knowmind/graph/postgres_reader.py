@@ -64,13 +64,14 @@ class PostgresGraphReader:
         # that plans every statement they need no transaction of their own
         async with self.db.read(tenant_id, custom_plans=True) as conn:
 
-            async def links_of(frontier: list[str]) -> list[TextLink]:
+            async def links_of(frontier: list[str], kinds: Mapping[str, str]) -> list[TextLink]:
                 return await neighbour_links(
                     conn,
                     tenant_id,
                     frontier,
                     per_node=self.links_per_node,
                     max_links=self.links_per_hop,
+                    kinds=kinds,
                 )
 
             return await breadth_first(seeds, hops, max_nodes, links_of, self.max_frontier)

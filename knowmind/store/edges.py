@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -263,6 +263,7 @@ async def neighbour_links(
     *,
     per_node: int = 40,
     max_links: int = 2000,
+    kinds: Mapping[str, str] | None = None,
 ) -> list[TextLink]:
     """Current edges and mentions touching the frontier: (a, a kind, b, b kind, weight),
     node ids as text.
@@ -270,7 +271,15 @@ async def neighbour_links(
     Bounded work: at most ``per_node`` links per frontier node and direction (an index range
     each, so a hub entity mentioned by thousands of memories costs ``per_node`` rows, not
     thousands) and at most ``max_links`` in all. A (memory, entity) pair found by several
-    methods comes once per method; the subgraph keeps the highest weight."""
+    methods comes once per method; the subgraph keeps the highest weight.
+
+    ``kinds`` (node id as text → "memory" | "entity", where known) skips the mention look-ups
+    that cannot match: a memory is never the entity of a mention, nor an entity its memory
+    (the rows and their order are those of the full look-up)."""
+    ids = [str(n) for n in frontier]
+    known = kinds or {}
+    memories = [n for n in ids if known.get(n) == "memory"]
+    entities = [n for n in ids if known.get(n) == "entity"]
     row = await fetchrow(
         conn,
         (
@@ -287,14 +296,18 @@ async def neighbour_links(
             " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
             " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
             " WHERE tenant_id = :t AND entity_id = frontier.id LIMIT :per_node) m"
+            " WHERE frontier.id <> ALL(CAST(:memories AS uuid[]))"
             " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
             " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
             " WHERE tenant_id = :t AND memory_id = frontier.id LIMIT :per_node) m"
+            " WHERE frontier.id <> ALL(CAST(:entities AS uuid[]))"
             ") AS u LIMIT :max_links) AS links(a, a_kind, b, b_kind, w)"
         ),
         {
             "t": tenant_id,
-            "f": [str(n) for n in frontier],
+            "f": ids,
+            "memories": memories,
+            "entities": entities,
             "per_node": per_node,
             "max_links": max_links,
         },
