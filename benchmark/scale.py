@@ -258,7 +258,11 @@ async def run_scale(
             "hnsw_recall_at_10": recall,
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
             "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
-            "ingest": await measure_ingest(runtime, model, 40 if layout == "quick" else 200),
+            "ingest": await (
+                measure_ingest(runtime, model, 40)
+                if layout == "quick"
+                else measure_ingest(runtime, model, 100, rounds=6)
+            ),
             "cores": os.cpu_count(),
         }
     finally:

@@ -63,8 +63,9 @@ async def measure_ingest(runtime: Runtime, model: Any, n: int, rounds: int = 3) 
     """Passages per second of the bare model (batches of 32, its best) vs memories per second
     through the batch service (the code behind ``POST /v1/memories/batch``, batches of 100) on
     the same kind of new one-chunk texts. The two alternate ``rounds`` times, each pair back to
-    back, and the ratio is the median of the pairs': this machine's speed drifts by ±10 %
-    within a minute, which two single measurements taken apart would report as the ratio."""
+    back, and the ratio is the median of the pairs': this machine's speed drifts by 10–30 %
+    within a minute, which two single measurements taken apart would report as the ratio (the
+    standard layout alternates six pairs of one batch each, a few seconds per side)."""
     nonce = time.time_ns()
     tenant = await runtime.admin.create_tenant(f"scale-ingest-{nonce}", "german")
     who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language="german")
