@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import text
@@ -124,6 +125,30 @@ async def bm25(db, tenant_id, question, *, k1=1.2, b=0.75, budget=10**6, limit=5
             tenant_id, terms, stats, MemoryFilters(), limit, k1=k1, b=b, budget=budget
         )
         return await lexical.bm25_candidates(conn, request)
+
+
+async def analysed_request(
+    conn,
+    tenant_id,
+    question: str,
+    *,
+    budget: int,
+    filters: MemoryFilters | None = None,
+    websearch: tuple[str, str] | None = None,
+) -> BM25Request:
+    """The question analysed for the tenant, as a BM25 request for 10 hits (k1 1.2, b 0.75)."""
+    dfs, _, stats = await lexical.analyse_query(conn, tenant_id, ["german"], question)
+    return BM25Request(
+        tenant_id,
+        [ScoredTerm(w, df) for w, df in dfs.items()],
+        stats,
+        filters or MemoryFilters(),
+        10,
+        k1=1.2,
+        b=0.75,
+        budget=budget,
+        websearch=websearch,
+    )
 
 
 QUESTIONS = [
@@ -256,19 +281,7 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
     async with db.owner_tx() as conn:
         await conn.execute(text("ANALYZE chunk_terms"))
     async with db.tenant_tx(tenant_id) as conn:
-        dfs, _, stats = await lexical.analyse_query(
-            conn, tenant_id, ["german"], "Bericht Hafen Hamburg"
-        )
-        request = BM25Request(
-            tenant_id,
-            [ScoredTerm(w, df) for w, df in dfs.items()],
-            stats,
-            MemoryFilters(),
-            10,
-            k1=1.2,
-            b=0.75,
-            budget=100,
-        )
+        request = await analysed_request(conn, tenant_id, "Bericht Hafen Hamburg", budget=100)
         plan = await lexical.bm25_plan(conn, request)
     assert "chunk_terms_impact" in plan
     assert "Seq Scan on chunk_terms" not in plan
@@ -358,16 +371,8 @@ async def test_selective_filters_still_fill_the_result(db):
     rare = ["Am Hafen stehen drei Kräne und ein Lager.", "Ein Hafen ist kein Flughafen."]
     await seed(db, tenant_id, rare, memory_type="procedural")
     async with db.tenant_tx(tenant_id) as conn:
-        dfs, _, stats = await lexical.analyse_query(conn, tenant_id, ["german"], "Hafen")
-        request = BM25Request(
-            tenant_id,
-            [ScoredTerm(w, df) for w, df in dfs.items()],
-            stats,
-            MemoryFilters(memory_type="procedural"),
-            10,
-            k1=1.2,
-            b=0.75,
-            budget=40,
+        request = await analysed_request(
+            conn, tenant_id, "Hafen", budget=40, filters=MemoryFilters(memory_type="procedural")
         )
         found = await lexical.bm25_candidates(conn, request)
         contents = await conn.execute(
@@ -389,17 +394,8 @@ async def test_web_search_fallback_scores_the_matching_chunks_only(db):
     await seed(db, other_id, CORPUS + both)
     question = 'Hafen "Kölner Dom"'
     async with db.tenant_tx(tenant_id) as conn:
-        dfs, _, stats = await lexical.analyse_query(conn, tenant_id, ["german"], question)
-        request = BM25Request(
-            tenant_id,
-            [ScoredTerm(w, df) for w, df in dfs.items()],
-            stats,
-            MemoryFilters(),
-            10,
-            k1=1.2,
-            b=0.75,
-            budget=40,
-            websearch=("german", question),
+        request = await analysed_request(
+            conn, tenant_id, question, budget=40, websearch=("german", question)
         )
         bounded_sql, params, partial = request.statement()
         assert partial and len(await fetch(conn, bounded_sql, params)) < request.limit
@@ -426,6 +422,4 @@ async def test_web_search_fallback_scores_the_matching_chunks_only(db):
     assert sorted(by_id[c] for c, _, _ in found) == sorted(both)
     assert foreign == 0
     with pytest.raises(ValueError, match="web-search"):
-        BM25Request(tenant_id, [], stats, MemoryFilters(), 10, k1=1.2, b=0.75, budget=40).statement(
-            "matching"
-        )
+        replace(request, websearch=None).statement("matching")
