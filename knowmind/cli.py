@@ -464,6 +464,12 @@ def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
 
     async def run() -> None:
         runtime = await Runtime.start(settings, embedder)
+        # SIGTERM cancels this task at an await: a SystemExit raised wherever the signal lands
+        # could be caught on the way (once seen turned into a driver's ValueError mid-query,
+        # which the job loop logged and survived, so the worker never stopped)
+        main = asyncio.current_task()
+        assert main is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
         runtime.start_workers()
         print(
             "knowmind worker running (jobs" + (", graph mirror)" if runtime.mirror else ")"),
@@ -471,10 +477,12 @@ def cmd_worker(settings: Settings, _: argparse.Namespace) -> int:
         )
         try:
             await asyncio.gather(*runtime.background_tasks)
+        except asyncio.CancelledError:
+            pass  # SIGTERM: stop the background tasks below and exit normally
         finally:
             await runtime.close()
 
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGTERM, _exit_on_signal)  # until the event loop takes it over
     with database(settings) as settings, suppress(KeyboardInterrupt):
         _migrate(settings, embedder)  # a no-op at head; waits while another process migrates
         asyncio.run(run())
