@@ -18,7 +18,7 @@ from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
 
-__all__ = ["MemoryWriter", "StoredMemory", "insert_memory"]
+__all__ = ["MemoryWriter", "insert_memory"]
 
 
 class MemoryWriter:
@@ -45,10 +45,6 @@ class MemoryWriter:
         return index_language(tenant_language, content, self._detect_language)
 
 
-# what a write returns: the memory's id, its chunk count, its extraction job
-StoredMemory = memory_store.InsertedMemory
-
-
 async def insert_memory(
     conn: AsyncConnection,
     tenant: UUID,
@@ -60,7 +56,7 @@ async def insert_memory(
     graph: GraphService,
     relations: Sequence[InlineRelation] = (),
     kinds: Sequence[str | None] = (),
-) -> StoredMemory | None:
+) -> memory_store.InsertedMemory | None:
     """None when a current memory with the same content exists (nothing was written).
 
     The caller wakes the job worker once its transaction has committed.
