@@ -130,8 +130,9 @@ async def test_links_of_a_hub_are_capped_per_node_and_in_all(db, hub):
 
 
 async def test_links_of_known_kinds_skip_only_the_look_ups_that_cannot_match(db, hub):
-    """A memory's mentions are read by memory, an entity's by entity: with the frontier's kinds
-    the other look-up is skipped and the links, in their order, are the same."""
+    """A memory's mentions are read by memory, an entity's by entity: told which frontier nodes
+    are memories (the rest are entities) the other look-up is skipped and the links, in their
+    order, are the same."""
     tenant, entity = hub
     async with db.tenant_tx(tenant) as conn:
         memories = [
@@ -142,12 +143,12 @@ async def test_links_of_known_kinds_skip_only_the_look_ups_that_cannot_match(db,
             )
         ][:25]
         frontier = [entity, *memories]
-        kinds = {str(entity): "entity"} | {str(m): "memory" for m in memories}
+        truth = {str(m) for m in memories}
         blind = await neighbour_links(conn, tenant, frontier, per_node=1000)
-        told = await neighbour_links(conn, tenant, frontier, per_node=1000, kinds=kinds)
-        # told wrongly, the look-ups that could have matched are skipped: kinds are used
-        wrong = {str(entity): "memory"} | {str(m): "entity" for m in memories}
-        misled = await neighbour_links(conn, tenant, frontier, per_node=1000, kinds=wrong)
+        told = await neighbour_links(conn, tenant, frontier, per_node=1000, memories=truth)
+        # told wrongly, the look-ups that could have matched are skipped: the kinds are used
+        wrong = {str(entity)}
+        misled = await neighbour_links(conn, tenant, frontier, per_node=1000, memories=wrong)
     assert len(blind) == 120 + 25
     assert told == blind
     assert misled == []

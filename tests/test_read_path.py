@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection
 from uuid import UUID
 
 import asyncpg
@@ -112,23 +112,23 @@ async def test_the_questions_own_stopwords_are_dropped(db, two_tenants):
 async def test_breadth_first_expands_only_the_most_strongly_tied_frontier():
     """Test double for the link source: a star of 10 leaves around the seed, leaf i tied with
     weight i; each leaf has a neighbour of its own. With a frontier of 3 only the 3 strongest
-    leaves are expanded in the second hop, and their kinds (as their links said) come with
-    them; the seed's kind is not known."""
+    leaves are expanded in the second hop, told which nodes are memories (none of the leaves);
+    the seed's kind is not known."""
     asked: list[list[str]] = []
-    kinds_asked: list[dict[str, str]] = []
+    memories_asked: list[set[str] | None] = []
 
     async def links_of(
-        frontier: list[str], kinds: Mapping[str, str]
+        frontier: list[str], memories: Collection[str] | None
     ) -> list[tuple[str, str, str, str, float]]:
         asked.append(sorted(frontier))
-        kinds_asked.append({node: kinds[node] for node in frontier if node in kinds})
+        memories_asked.append(None if memories is None else set(memories))
         if frontier == ["seed"]:
             return [("seed", "entity", f"leaf{i}", "entity", float(i)) for i in range(10)]
         return [(node, "entity", f"{node}-far", "memory", 1.0) for node in frontier]
 
     graph = await breadth_first(["seed"], 2, 100, links_of, max_frontier=3)
     assert asked[1] == ["leaf7", "leaf8", "leaf9"]
-    assert kinds_asked == [{}, {"leaf7": "entity", "leaf8": "entity", "leaf9": "entity"}]
+    assert memories_asked == [None, set()]
     assert graph.memories == {"leaf7-far", "leaf8-far", "leaf9-far"}
     assert len(graph.links) == 13
 

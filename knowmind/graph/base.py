@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 from uuid import UUID
@@ -125,32 +125,34 @@ async def breadth_first(
     seeds: Sequence[K],
     hops: int,
     max_nodes: int,
-    links_of: Callable[[list[K], Mapping[K, str]], Awaitable[list[tuple[K, str, K, str, float]]]],
+    links_of: Callable[
+        [list[K], Collection[K] | None], Awaitable[list[tuple[K, str, K, str, float]]]
+    ],
     max_frontier: int | None = None,
 ) -> Subgraph[K]:
-    """Expand hop by hop from the seeds; ``links_of(frontier, kinds)`` returns every link
-    touching the frontier (``kinds``: the node kind of the frontier nodes reached by a link,
-    not of the seeds: a reader may skip look-ups that cannot match a kind). At most
+    """Expand hop by hop from the seeds; ``links_of(frontier, memories)`` returns every link
+    touching the frontier. After the first hop every frontier node was reached by a link that
+    said its kind, so ``memories`` (the memories found so far; the other frontier nodes are
+    entities) lets a reader skip look-ups a kind rules out; for the seeds it is None. At most
     ``max_nodes`` nodes are reached, and each further hop expands only the ``max_frontier``
     nodes most strongly tied to the last one (sum of their links' weights): a walk from the
     seeds hardly reaches past the weakly tied ones, and expanding them is most of a hop's work."""
     graph: Subgraph[K] = Subgraph()
     seen = set(seeds)
     frontier = list(seeds)
-    kinds: dict[K, str] = {}
-    for _ in range(hops):
+    for hop in range(hops):
         if not frontier:
             break
         strength: dict[K, float] = {}
-        for a, a_kind, b, b_kind, weight in await links_of(frontier, kinds):
+        known = graph.memories if hop else None  # the seeds' kinds are not known
+        for a, a_kind, b, b_kind, weight in await links_of(frontier, known):
             graph.add(a, a_kind, b, b_kind, weight)
-            for node, kind in ((a, a_kind), (b, b_kind)):
+            for node in (a, b):
                 if node in strength:
                     strength[node] += weight
                 elif node not in seen and len(seen) < max_nodes:
                     seen.add(node)
                     strength[node] = weight
-                    kinds[node] = kind
         frontier = list(strength)
         if max_frontier is not None and len(frontier) > max_frontier:
             frontier = sorted(frontier, key=lambda n: -strength[n])[:max_frontier]

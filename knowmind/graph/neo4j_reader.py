@@ -9,7 +9,7 @@ and the power iteration runs here — the same function the PostgreSQL backend u
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -74,7 +74,7 @@ class Neo4jGraphReader:
     async def subgraph(
         self, tenant_id: UUID, seeds: Sequence[UUID], hops: int, max_nodes: int = 5000
     ) -> Subgraph[UUID]:
-        async def links_of(frontier: list[UUID], _kinds: Mapping[UUID, str]) -> list[Link]:
+        async def links_of(frontier: list[UUID], _memories: Collection[UUID] | None) -> list[Link]:
             links: list[Link] = []
             for start in range(0, len(frontier), IDS_PER_REQUEST):
                 rows = await self._query(

@@ -3,7 +3,7 @@ budget (nodes reached, links per node and per hop) so a hub cannot blow up the r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from uuid import UUID
 
 from knowmind.db.engine import Database
@@ -64,14 +64,16 @@ class PostgresGraphReader:
         # that plans every statement they need no transaction of their own
         async with self.db.read(tenant_id, custom_plans=True) as conn:
 
-            async def links_of(frontier: list[str], kinds: Mapping[str, str]) -> list[TextLink]:
+            async def links_of(
+                frontier: list[str], memories: Collection[str] | None
+            ) -> list[TextLink]:
                 return await neighbour_links(
                     conn,
                     tenant_id,
                     frontier,
                     per_node=self.links_per_node,
                     max_links=self.links_per_hop,
-                    kinds=kinds,
+                    memories=memories,
                 )
 
             return await breadth_first(seeds, hops, max_nodes, links_of, self.max_frontier)

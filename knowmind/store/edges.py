@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -263,7 +263,7 @@ async def neighbour_links(
     *,
     per_node: int = 40,
     max_links: int = 2000,
-    kinds: Mapping[str, str] | None = None,
+    memories: Collection[str] | None = None,
 ) -> list[TextLink]:
     """Current edges and mentions touching the frontier: (a, a kind, b, b kind, weight),
     node ids as text.
@@ -273,13 +273,13 @@ async def neighbour_links(
     thousands) and at most ``max_links`` in all. A (memory, entity) pair found by several
     methods comes once per method; the subgraph keeps the highest weight.
 
-    ``kinds`` (node id as text → "memory" | "entity", where known) skips the mention look-ups
-    that cannot match: a memory is never the entity of a mention, nor an entity its memory
-    (the rows and their order are those of the full look-up)."""
+    ``memories`` (ids as text), when the frontier's kinds are known: its memories; the other
+    frontier nodes are entities. The mention look-ups a kind rules out are skipped (a memory is
+    never the entity of a mention, nor an entity its memory): the rows and their order are
+    those of the full look-up."""
     ids = [str(n) for n in frontier]
-    known = kinds or {}
-    memories = [n for n in ids if known.get(n) == "memory"]
-    entities = [n for n in ids if known.get(n) == "entity"]
+    known_memories = [] if memories is None else [n for n in ids if n in memories]
+    entities = [] if memories is None else [n for n in ids if n not in memories]
     row = await fetchrow(
         conn,
         (
@@ -306,7 +306,7 @@ async def neighbour_links(
         {
             "t": tenant_id,
             "f": ids,
-            "memories": memories,
+            "memories": known_memories,
             "entities": entities,
             "per_node": per_node,
             "max_links": max_links,
