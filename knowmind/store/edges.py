@@ -278,8 +278,11 @@ async def neighbour_links(
     never the entity of a mention, nor an entity its memory): the rows and their order are
     those of the full look-up."""
     ids = [str(n) for n in frontier]
-    known_memories = [] if memories is None else [n for n in ids if n in memories]
-    entities = [] if memories is None else [n for n in ids if n not in memories]
+    known_memories: list[str] = []
+    entities: list[str] = []
+    if memories is not None:
+        for node in ids:
+            (known_memories if node in memories else entities).append(node)
     row = await fetchrow(
         conn,
         (
