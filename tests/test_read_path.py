@@ -111,9 +111,10 @@ async def test_the_questions_own_stopwords_are_dropped(db, two_tenants):
 
 async def test_breadth_first_expands_only_the_most_strongly_tied_frontier():
     """Test double for the link source: a star of 10 leaves around the seed, leaf i tied with
-    weight i; each leaf has a neighbour of its own. With a frontier of 3 only the 3 strongest
-    leaves are expanded in the second hop, told which nodes are memories (none of the leaves);
-    the seed's kind is not known."""
+    weight i; each leaf has a memory of its own, linked to nothing else. With a frontier of 3
+    only the 3 strongest leaves are expanded in the second hop; each hop after the seeds' is told
+    which frontier nodes are memories (none of the leaves, all of the third hop's); the seeds'
+    kinds are not known."""
     asked: list[list[str]] = []
     memories_asked: list[set[str] | None] = []
 
@@ -124,11 +125,13 @@ async def test_breadth_first_expands_only_the_most_strongly_tied_frontier():
         memories_asked.append(None if memories is None else set(memories))
         if frontier == ["seed"]:
             return [("seed", "entity", f"leaf{i}", "entity", float(i)) for i in range(10)]
+        if all(node.endswith("-far") for node in frontier):
+            return []
         return [(node, "entity", f"{node}-far", "memory", 1.0) for node in frontier]
 
-    graph = await breadth_first(["seed"], 2, 100, links_of, max_frontier=3)
+    graph = await breadth_first(["seed"], 3, 100, links_of, max_frontier=3)
     assert asked[1] == ["leaf7", "leaf8", "leaf9"]
-    assert memories_asked == [None, set()]
+    assert memories_asked == [None, set(), {"leaf7-far", "leaf8-far", "leaf9-far"}]
     assert graph.memories == {"leaf7-far", "leaf8-far", "leaf9-far"}
     assert len(graph.links) == 13
 
