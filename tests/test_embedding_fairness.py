@@ -131,3 +131,32 @@ async def test_with_a_query_model_queries_never_wait_behind_passages():
     assert vector.tolist() == [[5.0]] and waited < 0.15
     assert query_model.batches == [["q-5"]]
     assert all(not t.startswith("q") for b in passages_model.batches for t in b)
+
+
+async def test_with_a_query_model_a_small_write_passes_another_owners_batch():
+    """B's sentence runs on the idle query model's thread while A's batch is under way; A's
+    own small job, B's large one, and a job while the query thread is busy queue as before."""
+    passages_model, query_model = RecordingEmbedderDouble(0.3), RecordingEmbedderDouble(0.1)
+    executor = EmbeddingExecutor(passages_model, max_batch=4, query_embedder=query_model)
+    try:
+        upload = asyncio.ensure_future(executor.embed_passages([f"a-{i}" for i in range(8)], "A"))
+        await asyncio.sleep(0.05)  # a 0.3 s batch of A's is under way
+        started = time.perf_counter()
+        small = await executor.embed_passages(["b-7"], "B")
+        waited = time.perf_counter() - started
+        assert not upload.done()
+        queued = [
+            asyncio.ensure_future(executor.embed_passages(["a-20"], "A")),  # the batch's owner
+            asyncio.ensure_future(executor.embed_passages([f"c-{i}" for i in range(30, 35)], "C")),
+        ]
+        busy = asyncio.ensure_future(executor.embed_queries(["q-9"]))
+        await asyncio.sleep(0)  # the query holds the query model's thread
+        queued.append(asyncio.ensure_future(executor.embed_passages(["d-40"], "D")))
+        vectors = await asyncio.gather(upload, busy, *queued)
+    finally:
+        await executor.close()
+    assert small.tolist() == [[7.0]] and waited < 0.25
+    assert query_model.batches == [["b-7"], ["q-9"]]
+    on_model_thread = {t for batch in passages_model.batches for t in batch}
+    assert {"a-20", "c-30", "c-34", "d-40"} <= on_model_thread and "b-7" not in on_model_thread
+    assert vectors[0][:, 0].tolist() == list(range(8))
