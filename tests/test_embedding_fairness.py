@@ -135,7 +135,7 @@ async def test_with_a_query_model_queries_never_wait_behind_passages():
 
 async def test_with_a_query_model_a_small_write_passes_another_owners_batch():
     """B's sentence runs on the idle query model's thread while A's batch is under way; A's
-    own small job, B's large one, and a job while the query thread is busy queue as before."""
+    own small job, C's larger one, and D's while a query holds that thread queue as before."""
     passages_model, query_model = RecordingEmbedderDouble(0.3), RecordingEmbedderDouble(0.1)
     executor = EmbeddingExecutor(passages_model, max_batch=4, query_embedder=query_model)
     try:
