@@ -125,3 +125,23 @@ async def count_rows(db: Database, table: str, tenant_id: str) -> int:
                 text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"), {"t": tenant_id}
             )
         )
+
+
+class RecordingModel:
+    """Test double around a real model instance: embeds with it and records each passage
+    batch it was given (``passage_calls``: their sizes)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.passage_batches: list[list[str]] = []
+
+    @property
+    def passage_calls(self) -> list[int]:
+        return [len(batch) for batch in self.passage_batches]
+
+    def embed_queries(self, texts):
+        return self.inner.embed_queries(texts)
+
+    def embed_passages(self, texts):
+        self.passage_batches.append(list(texts))
+        return self.inner.embed_passages(texts)

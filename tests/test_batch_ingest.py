@@ -27,27 +27,12 @@ from knowmind.services.batch import (
 )
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.memories import MemoryDraft, MemoryService
-from tests.conftest import count_rows, make_tenant
-
-
-class CountingEmbedder:
-    """Test double around the real model: counts the calls that reach the model."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
-        self.passage_calls: list[int] = []
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.embed_queries(texts)
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        self.passage_calls.append(len(texts))
-        return self.inner.embed_passages(texts)
+from tests.conftest import RecordingModel, count_rows, make_tenant
 
 
 @pytest.fixture
 async def service(db, settings, embedder):
-    counting = CountingEmbedder(embedder)
+    counting = RecordingModel(embedder)
     executor = EmbeddingExecutor(counting, max_batch=64)
     yield MemoryService(db, executor, settings.ingest, GraphService(db)), counting
     await executor.close()
@@ -151,7 +136,7 @@ async def test_groups_of_long_items_are_cut_by_characters(client, db, service):
     assert counting.passage_calls == [per_group] * (20 // per_group) + [20 % per_group]
 
 
-class FailsFromCallEmbedder(CountingEmbedder):
+class FailsFromCallEmbedder(RecordingModel):
     """Test double around the real model: every passage call from the n-th on fails."""
 
     def __init__(self, inner, failing_from: int) -> None:
@@ -160,7 +145,7 @@ class FailsFromCallEmbedder(CountingEmbedder):
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         if len(self.passage_calls) + 1 >= self.failing_from:
-            self.passage_calls.append(len(texts))
+            self.passage_batches.append(list(texts))
             raise RuntimeError("model crashed")
         return super().embed_passages(texts)
 

