@@ -70,8 +70,10 @@ class QueueFull(OverloadedError):
 MAX_BATCH = 32
 MAX_BATCH_CHARS = 2000
 SHARED_BATCH_CHARS = 1000
-# Texts of a small job that may pass by another owner's batch on the query model's thread.
+# A job this small (texts, characters: no more than a shared batch) may pass by another
+# owner's batch on the query model's thread.
 PASS_BY_TEXTS = 4
+PASS_BY_CHARS = SHARED_BATCH_CHARS
 # A query this recent means recalls are being served.
 _QUERY_RECENT_S = 2.0
 # Passages that may wait, per owner and in all (at ~30 passages/s: about 30 s and 2 min).
@@ -143,7 +145,7 @@ class EmbeddingExecutor:
         of waiting for that batch (a one-sentence write need not wait for a bulk import)."""
         return (
             0 < len(texts) <= PASS_BY_TEXTS
-            and sum(map(len, texts)) <= SHARED_BATCH_CHARS
+            and sum(map(len, texts)) <= PASS_BY_CHARS
             and self._on_query_thread == 0
             and bool(self._batch_owners)
             and owner not in self._batch_owners
