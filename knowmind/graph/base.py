@@ -39,16 +39,6 @@ class Subgraph(Generic[K]):
     links: dict[tuple[K, K], float] = field(default_factory=dict)
     memories: set[K] = field(default_factory=set)
 
-    def add(self, a: K, a_kind: str, b: K, b_kind: str, weight: float) -> None:
-        key = (a, b) if a < b else (b, a)  # UUIDs order as their text does
-        known = self.links.get(key)
-        if known is None or weight > known:
-            self.links[key] = max(weight, 0.0)
-        if a_kind == "memory":
-            self.memories.add(a)
-        if b_kind == "memory":
-            self.memories.add(b)
-
     def edges(self) -> list[tuple[K, K, float]]:
         return [(a, b, w) for (a, b), w in self.links.items()]
 
@@ -143,16 +133,8 @@ async def breadth_first(
     for hop in range(hops):
         if not frontier:
             break
-        strength: dict[K, float] = {}
         known = graph.memories if hop else None  # the seeds' kinds are not known
-        for a, a_kind, b, b_kind, weight in await links_of(frontier, known):
-            graph.add(a, a_kind, b, b_kind, weight)
-            for node in (a, b):
-                if node in strength:
-                    strength[node] += weight
-                elif node not in seen and len(seen) < max_nodes:
-                    seen.add(node)
-                    strength[node] = weight
+        strength = _expand(graph, await links_of(frontier, known), seen, max_nodes)
         frontier = list(strength)
         if max_frontier is not None and len(frontier) > max_frontier:
             frontier = sorted(frontier, key=lambda n: -strength[n])[:max_frontier]
@@ -160,3 +142,38 @@ async def breadth_first(
     graph.links = {k: w for k, w in graph.links.items() if k[0] in seen and k[1] in seen}
     graph.memories &= seen
     return graph
+
+
+def _expand(
+    graph: Subgraph[K],
+    links: list[tuple[K, str, K, str, float]],
+    seen: set[K],
+    max_nodes: int,
+) -> dict[K, float]:
+    """Add one hop's links to the graph (a link found twice keeps its higher weight, at least
+    0) and returns the nodes first reached in this hop, in the order the links name them, with
+    the summed weight of their links; ``seen`` grows by them while it holds fewer than
+    ``max_nodes``. One pass, no calls per link: a hop brings hundreds of links, and this loop
+    was most of the graph stage's Python time."""
+    weights, memories = graph.links, graph.memories
+    strength: dict[K, float] = {}
+    for a, a_kind, b, b_kind, weight in links:
+        key = (a, b) if a < b else (b, a)  # UUIDs order as their text does
+        known = weights.get(key)
+        if known is None or weight > known:
+            weights[key] = weight if weight > 0.0 else 0.0
+        if a_kind == "memory":
+            memories.add(a)
+        if b_kind == "memory":
+            memories.add(b)
+        if a in strength:
+            strength[a] += weight
+        elif a not in seen and len(seen) < max_nodes:
+            seen.add(a)
+            strength[a] = weight
+        if b in strength:
+            strength[b] += weight
+        elif b not in seen and len(seen) < max_nodes:
+            seen.add(b)
+            strength[b] = weight
+    return strength
