@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from knowmind.db.engine import Database
 from knowmind.store.search import MemoryFilters
+from knowmind.store.sql import vector_text
 from knowmind.store.vector_search import (
     choose_vector_path,
     explain_vector_search,
@@ -141,3 +142,22 @@ async def test_exact_path_applies_the_filters(db, tenants):
         )
         assert [k[0] for k in kinds] == ["episodic"]
     assert len(rows) == SMALL // 2
+
+
+async def test_vector_text_gives_postgresql_every_float32_back(db: Database) -> None:
+    """The query vector travels as text: PostgreSQL must parse back exactly the float32 values
+    the model gave (tiny, huge and negative ones included), as ``vector`` and as ``halfvec``."""
+    rng = np.random.default_rng(7)
+    scales = rng.choice([1e-30, 1e-8, 1e-3, 1.0, 1e5, 1e30], size=384)
+    vector = (rng.standard_normal(384) * scales).astype(np.float32)
+    async with db.owner_tx() as conn:
+        back = await conn.scalar(
+            text("SELECT CAST(CAST(:v AS vector) AS real[])"), {"v": vector_text(vector)}
+        )
+        half = await conn.scalar(
+            text("SELECT CAST(CAST(CAST(:v AS halfvec) AS vector) AS real[])"),
+            {"v": vector_text(vector / np.abs(vector).max())},
+        )
+    assert np.array_equal(np.asarray(back, dtype=np.float32), vector)
+    expected_half = (vector / np.abs(vector).max()).astype(np.float16).astype(np.float32)
+    assert np.array_equal(np.asarray(half, dtype=np.float32), expected_half)
