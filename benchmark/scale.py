@@ -219,10 +219,15 @@ async def run_scale(
         indexes = await _build_tenant_indexes(runtime, settings.recall.vector_tenant_index_min_rows)
         print(json.dumps(indexes), file=sys.stderr)
         runs = []
+        cold_passes: dict[str, dict[str, float]] = {}
         for size, target in targets.items():
             who = Principal(ids[target.name], frozenset({"read"}), language=target.language)
             embedder.mode = "cached"
-            await _measure(runtime, who, queries[:3], 1)  # warm caches and pools
+            # one whole unmeasured pass first: the pages these questions touch are read from
+            # disk once (a three-question warm-up left the first measured pass on a cold
+            # 100k tenant with a p95 4-5 × its p50); the cold pass is reported on its own
+            cold = await _measure(runtime, who, queries, 1)
+            cold_passes[str(size)] = {k: cold[k] for k in ("p50_ms", "p95_ms")}
             for concurrency in (1, 8) if size >= min(100_000, max(targets)) else (1,):
                 for mode in ("cached", "live"):
                     embedder.mode = mode
@@ -257,6 +262,7 @@ async def run_scale(
                 "load_s": load_s,
                 **indexes,
             },
+            "cold_pass_1_client": cold_passes,
             "hnsw_recall_at_10": recall,
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
             "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),

@@ -76,6 +76,19 @@ def _global_index_line(recall: dict[str, Any], corpus: dict[str, Any]) -> list[s
     return lines
 
 
+def _cold_pass_line(cold: dict[str, dict[str, float]] | None) -> list[str]:
+    """The unmeasured first pass per tenant (older results have none)."""
+    if not cold:
+        return []
+    passes = "; ".join(
+        f"{int(size):,} chunks {v['p50_ms']} / {v['p95_ms']} ms" for size, v in cold.items()
+    )
+    return [
+        "- First pass over the questions, before the measured ones (1 client, cached query "
+        f"embedding, pages read from disk; p50 / p95): {passes}"
+    ]
+
+
 def scale_lines(scale: dict[str, Any]) -> list[str]:
     corpus, storage, ingest = scale["corpus"], scale["storage_per_1k_chunks_mb"], scale["ingest"]
     recall = scale["hnsw_recall_at_10"]
@@ -90,6 +103,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         *_runs_table(scale["runs"]),
         "",
         *_concurrency_lines(scale["runs"]),
+        *_cold_pass_line(scale.get("cold_pass_1_client")),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
         f"{recall['queries']} real questions): {recall['recall_at_10']} as the vector stage "
         f"asks (path `{recall.get('path', 'hnsw')}`, {recall['candidates']} candidates, "
