@@ -57,7 +57,8 @@ bench-quick: $(TEST_STAMP)
 
 # Recall at scale (benchmark/scale.py): 100k-, 10k-, 1k- and 100-chunk tenants among 1,100 others,
 # 1 and 8 clients, cached and live query embedding; minutes, not in CI (bench-quick runs the
-# small layout). BENCH_SCALE_ARGS=--scale-1m adds a 1M-chunk tenant (long).
+# small layout). BENCH_SCALE_ARGS=--scale-1m adds a 1M-chunk tenant (long); --statements adds
+# a profile of the largest tenant's recalls (CPU, PostgreSQL time per statement).
 bench-scale: $(TEST_STAMP)
 	$(BIN)/python -m benchmark.scale --out $(BENCH_OUT) $(BENCH_SCALE_ARGS)
 

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from benchmark.cache import CachingEmbedder
 from benchmark.runner import percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
+from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
 from benchmark.scale_report import write_scale_report
 from benchmark.scale_storage import measure_ingest, storage_per_1k
 from knowmind.recall.base import RecallRequest
@@ -182,8 +183,10 @@ async def run_scale(
     layout: str,
     data_dir: Path,
     cache: Path,
+    statements: bool = False,
 ) -> dict[str, Any]:
-    """Load the layout into ``settings.database_url`` and measure; returns scale.json's data."""
+    """Load the layout into ``settings.database_url`` and measure; returns scale.json's data.
+    ``statements``: profile the largest tenant's recalls too (``benchmark.scale_profile``)."""
     spec = LAYOUTS[layout]
     cached_model = CachingEmbedder(model, cache)
     pool = await asyncio.to_thread(sentence_pool, data_dir, spec["sentences"], cached_model)
@@ -242,6 +245,11 @@ async def run_scale(
                         }
                     )
                     print(json.dumps(runs[-1]), file=sys.stderr)
+        profile = None
+        if statements:
+            embedder.mode = "cached"
+            who = Principal(ids[largest.name], frozenset({"read"}), language=largest.language)
+            profile = await recall_profile(runtime, who, queries, _measure)
         path = await _stage_path(runtime, ids[largest.name], settings.recall.vector_exact_max_rows)
         recall = dict(global_recall)
         if path != "hnsw":
@@ -263,6 +271,7 @@ async def run_scale(
                 **indexes,
             },
             "cold_pass_1_client": cold_passes,
+            "recall_profile": profile,
             "hnsw_recall_at_10": recall,
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
             "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
@@ -283,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out")
     parser.add_argument("--quick", action="store_true", help="the small CI layout")
     parser.add_argument("--scale-1m", action="store_true", help="add a 1M-chunk tenant")
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="profile the largest tenant's recalls: CPU and PostgreSQL time per statement",
+    )
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "datasets")
     default_cache = Path(
         os.environ.get("KNOWMIND_BENCH_CACHE", Path.home() / ".cache" / "knowmind-bench")
@@ -296,18 +310,22 @@ def main(argv: list[str] | None = None) -> int:
     model = build_embedder(base.models.embedder, base.models.embedder_threads)
     with tempfile.TemporaryDirectory(prefix="knowmind-scale-") as tmp:
         memory = LAYOUTS[layout].get("maintenance_work_mem")
-        options = {"maintenance_work_mem": str(memory)} if memory else None
+        options = {"maintenance_work_mem": str(memory)} if memory else {}
+        if args.statements:
+            options |= PRELOAD_OPTIONS
         server = (
             None
             if base.database.database_url
-            else EmbeddedPostgres(Path(tmp) / "pgdata", options=options)
+            else EmbeddedPostgres(Path(tmp) / "pgdata", options=options or None)
         )
         url = base.database.database_url or server.start()  # type: ignore[union-attr]
         try:
             storage = base.database.embedding_storage
             upgrade(url, model.model_id, model.dim, embedding_storage=storage)
             settings = base.with_overrides(database_url=url, data_dir=Path(tmp))
-            results = asyncio.run(run_scale(settings, model, layout, args.data_dir, args.cache))
+            results = asyncio.run(
+                run_scale(settings, model, layout, args.data_dir, args.cache, args.statements)
+            )
         finally:
             if server is not None:
                 server.stop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmark.scale_profile import profile_lines
+
 __all__ = ["scale_lines", "write_scale_report"]
 
 STAGES = ("embed", "bm25", "vector", "graph", "identity", "total")
@@ -109,6 +111,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         f"asks (path `{recall.get('path', 'hnsw')}`, {recall['candidates']} candidates, "
         f"ef_search {recall.get('ef_search', 100)}); " + _by_ef(recall),
         *_global_index_line(recall, corpus),
+        *profile_lines(scale.get("recall_profile"), recall["tenant_chunks"]),
         "- Storage, MB per 1k rows (embedding + HNSW index): "
         + ", ".join(f"{k} {v}" for k, v in storage.items() if "(" in k)
         + f"; halfvec saves {storage['halfvec_saving_at_1024']:.0%} at 1024-d; a whole chunk "

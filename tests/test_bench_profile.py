@@ -1,0 +1,91 @@
+"""The scale benchmark's recall profile (``--statements``): a real server with
+``pg_stat_statements`` loaded and real recalls; without the library it says why it is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from benchmark.scale import _measure
+from benchmark.scale_profile import PRELOAD_OPTIONS, profile_lines, recall_profile
+from knowmind.db.embedded import EmbeddedPostgres
+from knowmind.db.migrate import upgrade
+from knowmind.runtime import Runtime
+from knowmind.services.auth import Principal
+from knowmind.services.memories import MemoryDraft
+
+QUESTIONS = ["Wo steht der Server?", "Wer betreut das Backup?", "Wann läuft der Wartungsvertrag?"]
+CONTENTS = [
+    "Der Server der Firma steht in Kassel im Rechenzentrum Nord.",
+    "Das Backup betreut Anna Schmidt vom Support-Team; es läuft jede Nacht.",
+    "Der Wartungsvertrag für den Server wurde im Juni um ein Jahr verlängert.",
+]
+
+
+async def test_the_profile_counts_the_recalls_statements_and_not_its_own(
+    tmp_path, embedder, settings
+):
+    server = EmbeddedPostgres(tmp_path / "pgdata", options=PRELOAD_OPTIONS)
+    url = server.start()
+    try:
+        await asyncio.to_thread(upgrade, url, embedder.model_id, embedder.dim)
+        own = settings.with_overrides(database_url=url, app_database_url=None)
+        runtime = await Runtime.start(own, embedder, server)
+        try:
+            tenant = await runtime.admin.create_tenant("profiled", "german")
+            writer = Principal(tenant.id, frozenset({"write"}))
+            for content in CONTENTS:
+                await runtime.memories.remember(writer, MemoryDraft(content=content))
+            reader = Principal(tenant.id, frozenset({"read"}), language="german")
+            profile = await recall_profile(runtime, reader, QUESTIONS, _measure)
+        finally:
+            await runtime.close()
+    finally:
+        server.stop()
+
+    assert "error" not in profile, profile
+    assert profile["recalls"] == len(QUESTIONS)
+    # every stage asks the database: the vector, BM25, graph and entity statements at least
+    assert profile["statements_per_recall"] >= 5
+    assert profile["postgres_ms_per_recall"] > profile["planning_ms_per_recall"] > 0
+    assert profile["python_cpu_ms_per_recall"] > 0
+    queries = [s["query"] for s in profile["top"]]
+    assert any("embedding <=>" in q for q in queries), queries  # the vector stage's
+    assert not any("pg_stat_statements" in q for q in queries), queries  # not the profile's own
+    total = sum(s["exec_ms_per_recall"] + s["plan_ms_per_recall"] for s in profile["top"])
+    assert total <= profile["postgres_ms_per_recall"] + 0.01
+    lines = profile_lines(profile, 3)
+    assert len([line for line in lines if line.startswith("| `")]) == len(profile["top"])
+
+
+async def test_without_the_library_the_profile_says_why(settings, embedder):
+    runtime = await Runtime.start(settings, embedder)  # the suite's server: no preload
+    try:
+        who = Principal(uuid.uuid4(), frozenset({"read"}))
+        profile = await recall_profile(runtime, who, QUESTIONS, _measure)
+    finally:
+        await runtime.close()
+    assert profile["error"].startswith("pg_stat_statements is not available"), profile
+    assert profile_lines(profile, 100) == [f"- Recall profile: not measured ({profile['error']})"]
+
+
+def test_a_statement_with_a_pipe_keeps_the_table_intact():
+    """Unit test (no server): the report's table escapes what markdown would split on."""
+    profile = {
+        "recalls": 2,
+        "p50_ms": 3.0,
+        "python_cpu_ms_per_recall": 1.5,
+        "postgres_ms_per_recall": 2.0,
+        "planning_ms_per_recall": 0.5,
+        "statements_per_recall": 4.0,
+        "top": [
+            {
+                "query": "SELECT a || b FROM t",
+                "calls_per_recall": 1.0,
+                "exec_ms_per_recall": 1.5,
+                "plan_ms_per_recall": 0.5,
+            }
+        ],
+    }
+    row = next(line for line in profile_lines(profile, 1000) if line.startswith("| `"))
+    assert row == "| `SELECT a \\|\\| b FROM t…` | 1.0 | 1.5 | 0.5 |"
