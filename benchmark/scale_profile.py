@@ -29,12 +29,12 @@ PRELOAD_OPTIONS = {
 }
 TOP_STATEMENTS = 12
 _STATEMENT_CHARS = 200
-# the recall's statements: run in this database by another role than the owner, who runs
-# the reset and this read
+# the recall's statements: those the app role ran in this database (the owner runs the reset
+# and this read)
 _STATEMENTS_SQL = (
     "SELECT query, calls, total_exec_time, total_plan_time FROM pg_stat_statements "
     "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND userid <> (SELECT oid FROM pg_roles WHERE rolname = current_user)"
+    "AND userid = (SELECT oid FROM pg_roles WHERE rolname = :app_role)"
 )
 
 Measure = Callable[[Runtime, Principal, list[str], int], Awaitable[dict[str, Any]]]
@@ -55,6 +55,8 @@ async def recall_profile(
     runtime: Runtime, who: Principal, queries: list[str], measure: Measure
 ) -> dict[str, Any]:
     """One 1-client pass over ``queries`` (``measure``: the benchmark's own), profiled."""
+    if not queries:
+        return {"error": "no questions to ask"}
     problem = await _reset(runtime)
     if problem is not None:
         return {"error": problem}
@@ -62,7 +64,8 @@ async def recall_profile(
     result = await measure(runtime, who, queries, 1)
     cpu_s = time.process_time() - started
     async with runtime.db.owner_tx() as conn:
-        rows = (await conn.execute(text(_STATEMENTS_SQL))).all()
+        app_role = runtime.db.app.url.username
+        rows = (await conn.execute(text(_STATEMENTS_SQL), {"app_role": app_role})).all()
     n = result["requests"]
     statements = sorted(rows, key=lambda r: -(r.total_exec_time + r.total_plan_time))
     return {

@@ -63,10 +63,12 @@ async def test_without_the_library_the_profile_says_why(settings, embedder):
     try:
         who = Principal(uuid.uuid4(), frozenset({"read"}))
         profile = await recall_profile(runtime, who, QUESTIONS, _measure)
+        nothing_asked = await recall_profile(runtime, who, [], _measure)
     finally:
         await runtime.close()
     assert profile["error"].startswith("pg_stat_statements is not available"), profile
     assert profile_lines(profile, 100) == [f"- Recall profile: not measured ({profile['error']})"]
+    assert nothing_asked == {"error": "no questions to ask"}
 
 
 def test_a_statement_with_a_pipe_keeps_the_table_intact():
