@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         server = (
             None
             if base.database.database_url
-            else EmbeddedPostgres(Path(tmp) / "pgdata", options=options or None)
+            else EmbeddedPostgres(Path(tmp) / "pgdata", options=options)
         )
         url = base.database.database_url or server.start()  # type: ignore[union-attr]
         try:
