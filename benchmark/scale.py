@@ -41,7 +41,12 @@ from knowmind.services.auth import Principal
 from knowmind.services.tenant_index import TenantIndexService
 from knowmind.settings import Settings
 from knowmind.store.search import MemoryFilters
-from knowmind.store.vector_search import VectorPath, choose_vector_path, vector_candidates
+from knowmind.store.vector_search import (
+    VectorPath,
+    choose_vector_path,
+    path_ef_search,
+    vector_candidates,
+)
 
 __all__ = ["LAYOUTS", "QueryCacheEmbedder", "run_scale"]
 
@@ -213,6 +218,7 @@ async def run_scale(
             targets.setdefault(t.chunks, t)
         largest = targets[max(targets)]
         query_vectors = [embedder.cached[q] for q in queries]
+        ef_settings = (settings.recall.vector_ef_search, settings.recall.vector_tenant_ef_search)
         recall_args = (settings.recall.recall_candidates, settings.recall.vector_ef_search)
         # the global index, measured before any tenant has an index of its own (the planner
         # would prefer the tenant's index for the same statement afterwards)
@@ -253,8 +259,9 @@ async def run_scale(
         path = await _stage_path(runtime, ids[largest.name], settings.recall.vector_exact_max_rows)
         recall = dict(global_recall)
         if path != "hnsw":
+            ef = path_ef_search(path, *ef_settings)
             recall = await _hnsw_recall_at_10(
-                runtime, ids[largest.name], query_vectors, *recall_args, path=path
+                runtime, ids[largest.name], query_vectors, recall_args[0], ef, path=path
             )
         recall |= {"tenant_chunks": largest.chunks, "global_index": global_recall}
         # the standard layout alternates six pairs of one batch each: the host's speed drifts

@@ -179,6 +179,7 @@ class Runtime:
                     graph_reader=reader,
                     vector_exact_max_rows=settings.recall.vector_exact_max_rows,
                     vector_ef_search=settings.recall.vector_ef_search,
+                    vector_tenant_ef_search=settings.recall.vector_tenant_ef_search,
                     graph_hit_wait_s=settings.recall.graph_hit_wait_seconds,
                     lexical=lexical,
                     language_detector=language_detector() if lexical.query_language else None,

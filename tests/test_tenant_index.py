@@ -17,6 +17,7 @@ from knowmind.services.tenant_index import TenantIndexService
 from knowmind.store.search import MemoryFilters
 from knowmind.store.tenant_index import (
     TENANT_EF_CONSTRUCTION,
+    TENANT_M,
     list_tenant_indexes,
     tenant_index_name,
 )
@@ -51,7 +52,7 @@ async def _path(db: Database, tenant: UUID, exact_max_rows: int = THRESHOLD) -> 
 
 async def test_the_indexed_tenant_takes_its_own_index(db, pair):
     indexed, plain = pair
-    assert await _path(db, indexed) == "tenant-hnsw"
+    assert await _path(db, indexed) == "tenant-hnsw-halfvec"
     assert await _path(db, indexed, ROWS) == "exact"  # small enough: exact still wins
     assert await _path(db, plain) == "hnsw"
     async with db.owner_tx() as conn:
@@ -59,10 +60,11 @@ async def test_the_indexed_tenant_takes_its_own_index(db, pair):
             text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"),
             {"name": tenant_index_name(indexed)},
         )
-    assert f"ef_construction='{TENANT_EF_CONSTRUCTION}'" in definition, definition
+    assert "((embedding)::halfvec(384)) halfvec_cosine_ops" in definition, definition
+    assert f"m='{TENANT_M}', ef_construction='{TENANT_EF_CONSTRUCTION}'" in definition, definition
     async with db.tenant_tx(indexed) as conn:
         plan = await explain_vector_search(
-            conn, indexed, _query(40), _time_and_type(), 10, "tenant-hnsw"
+            conn, indexed, _query(40), _time_and_type(), 10, "tenant-hnsw-halfvec"
         )
     assert f"Index Scan using {tenant_index_name(indexed)}" in plan, plan
     assert "Seq Scan" not in plan, plan
@@ -95,7 +97,7 @@ async def test_repeated_prepared_statements_keep_walking_the_tenant_index(db, pa
         before = await _scans(conn, name)
         for seed in range(8):
             rows = await vector_candidates(
-                conn, indexed, _query(50 + seed), MemoryFilters(), 10, path="tenant-hnsw"
+                conn, indexed, _query(50 + seed), MemoryFilters(), 10, path="tenant-hnsw-halfvec"
             )
             assert len(rows) == 10
         assert await _scans(conn, name) - before == 8
@@ -108,9 +110,11 @@ async def test_tenant_index_finds_what_exact_search_finds(db, pair):
         async with db.tenant_tx(indexed) as conn:
             exact = await vector_candidates(conn, indexed, query, MemoryFilters(), 10, path="exact")
             own = await vector_candidates(
-                conn, indexed, query, MemoryFilters(), 10, path="tenant-hnsw"
+                conn, indexed, query, MemoryFilters(), 10, path="tenant-hnsw-halfvec"
             )
         assert [c for c, *_ in own] == [c for c, *_ in exact]
+        # the walk orders by the halfvec cast; the similarities are the full-precision ones
+        assert [s for *_, s in own] == pytest.approx([s for *_, s in exact], abs=1e-6)
 
 
 async def test_row_level_security_holds_on_the_tenant_index(db, pair):
@@ -119,13 +123,13 @@ async def test_row_level_security_holds_on_the_tenant_index(db, pair):
     async with db.tenant_tx(plain) as conn:
         assert (
             await vector_candidates(
-                conn, indexed, _query(70), MemoryFilters(), 10, path="tenant-hnsw"
+                conn, indexed, _query(70), MemoryFilters(), 10, path="tenant-hnsw-halfvec"
             )
             == []
         )
     async with db.tenant_tx(indexed) as conn:
         rows = await vector_candidates(
-            conn, indexed, _query(71), MemoryFilters(), 50, path="tenant-hnsw"
+            conn, indexed, _query(71), MemoryFilters(), 50, path="tenant-hnsw-halfvec"
         )
     async with db.owner_tx() as conn:
         owners = await conn.scalar(
@@ -156,7 +160,38 @@ async def test_an_invalid_index_is_never_taken_and_a_build_replaces_it(db, pair)
     finally:
         rebuilt = await TenantIndexService(db).build(indexed)
     assert rebuilt.built
-    assert await _path(db, indexed) == "tenant-hnsw"
+    assert await _path(db, indexed) == "tenant-hnsw-halfvec"
+
+
+async def test_an_index_on_the_column_from_an_earlier_version_is_still_walked(client, db):
+    """Earlier versions built the tenant index on the vector column itself: the stage must
+    order by the column for it (ordering by the halfvec cast would sort every row)."""
+    tenant = await make_tenant(client)
+    await _seed(db, tenant.id, ROWS, seed=34)
+    tenant_id, name = UUID(tenant.id), tenant_index_name(UUID(tenant.id))
+    async with db.owner_tx() as conn:
+        await conn.execute(
+            text(
+                f"CREATE INDEX {name} ON chunks USING hnsw (embedding vector_cosine_ops)"
+                f" WITH (ef_construction = 128) WHERE tenant_id = '{tenant_id}'::uuid"
+            )
+        )
+    try:
+        assert await _path(db, tenant_id) == "tenant-hnsw"
+        async with db.tenant_tx(tenant_id) as conn:
+            plan = await explain_vector_search(
+                conn, tenant_id, _query(90), MemoryFilters(), 10, "tenant-hnsw"
+            )
+            exact = await vector_candidates(
+                conn, tenant_id, _query(91), MemoryFilters(), 10, path="exact"
+            )
+            own = await vector_candidates(
+                conn, tenant_id, _query(91), MemoryFilters(), 10, path="tenant-hnsw"
+            )
+        assert f"Index Scan using {name}" in plan, plan
+        assert [c for c, *_ in own] == [c for c, *_ in exact]
+    finally:
+        assert await TenantIndexService(db).drop(tenant_id)
 
 
 async def test_erasing_a_tenant_drops_its_index(client, db):

@@ -12,6 +12,7 @@ from knowmind.ingest.chunker import chunk_text, split_sentences
 from knowmind.recall.fusion import dedupe, reciprocal_rank_fusion
 from knowmind.services.auth import Principal, new_token, parse_token
 from knowmind.settings import Settings, SettingsError, settings_table
+from knowmind.store.vector_search import path_ef_search
 
 
 def test_sentences_respect_abbreviations_ordinals_and_quotes():
@@ -137,6 +138,15 @@ def test_tenant_index_threshold_setting():
     assert Settings.from_env(env).recall.vector_tenant_index_min_rows == 0
     with pytest.raises(SettingsError, match="KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS"):
         Settings.from_env({"KNOWMIND_VECTOR_TENANT_INDEX_MIN_ROWS": "-1"})
+
+
+def test_a_tenants_halfvec_index_gets_its_own_ef_search():
+    assert Settings.from_env({}).recall.vector_tenant_ef_search == 100
+    with pytest.raises(SettingsError, match="KNOWMIND_VECTOR_TENANT_EF_SEARCH"):
+        Settings.from_env({"KNOWMIND_VECTOR_TENANT_EF_SEARCH": "0"})
+    assert path_ef_search("tenant-hnsw-halfvec", 200, 100) == 100
+    # an index on the column (built by an earlier version, m 16) keeps the shared value
+    assert [path_ef_search(p, 200, 100) for p in ("tenant-hnsw", "hnsw", "exact")] == [200] * 3
 
 
 def test_readme_documents_every_setting():

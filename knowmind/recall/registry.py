@@ -20,7 +20,11 @@ from knowmind.recall.graph import DEFAULT_HIT_WAIT_S, GraphStage
 from knowmind.recall.identity import IdentityStage
 from knowmind.recall.statements import StatementStage
 from knowmind.recall.vector import VectorStage
-from knowmind.store.vector_search import DEFAULT_EF_SEARCH, DEFAULT_EXACT_MAX_ROWS
+from knowmind.store.vector_search import (
+    DEFAULT_EF_SEARCH,
+    DEFAULT_EXACT_MAX_ROWS,
+    DEFAULT_TENANT_EF_SEARCH,
+)
 
 __all__ = [
     "STAGES",
@@ -47,6 +51,7 @@ class StageParts:
     language_detector: LanguageDetector | None = None  # None: no question-language analysis
     vector_exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS
     vector_ef_search: int = DEFAULT_EF_SEARCH
+    vector_tenant_ef_search: int = DEFAULT_TENANT_EF_SEARCH
     graph_hit_wait_s: float = DEFAULT_HIT_WAIT_S
 
 
@@ -55,7 +60,9 @@ StageFactory = Callable[[StageParts], RecallStage]
 STAGES: dict[StageName, StageFactory] = {
     "statements": lambda parts: StatementStage(),
     "bm25": lambda parts: OkapiBM25Stage(parts.lexical, parts.language_detector),
-    "vector": lambda parts: VectorStage(parts.vector_exact_max_rows, parts.vector_ef_search),
+    "vector": lambda parts: VectorStage(
+        parts.vector_exact_max_rows, parts.vector_ef_search, parts.vector_tenant_ef_search
+    ),
     "graph": lambda parts: GraphStage(parts.graph_reader, hit_wait_s=parts.graph_hit_wait_s),
     "identity": lambda parts: IdentityStage(),
 }

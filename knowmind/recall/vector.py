@@ -1,6 +1,7 @@
 """Vector stage: cosine nearest neighbours of the query embedding, exact for a small tenant and
-through pgvector's HNSW index for a large one: the tenant's own index when it has a valid one,
-else the global index (``store.vector_search`` decides per query; explain reports the path)."""
+through pgvector's HNSW index for a large one: the tenant's own index when it has a valid one
+(its own ``ef_search`` when it is a halfvec one), else the global index
+(``store.vector_search`` decides per query; explain reports the path)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from knowmind.store.sql import Conn
 from knowmind.store.vector_search import (
     DEFAULT_EF_SEARCH,
     DEFAULT_EXACT_MAX_ROWS,
+    DEFAULT_TENANT_EF_SEARCH,
     VectorPath,
     choose_vector_path,
+    path_ef_search,
     vector_candidates,
 )
 
@@ -27,10 +30,14 @@ class VectorStage:
     name = "vector"
 
     def __init__(
-        self, exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS, ef_search: int = DEFAULT_EF_SEARCH
+        self,
+        exact_max_rows: int = DEFAULT_EXACT_MAX_ROWS,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        tenant_ef_search: int = DEFAULT_TENANT_EF_SEARCH,
     ) -> None:
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
+        self.tenant_ef_search = tenant_ef_search
         self._paths: dict[UUID, tuple[VectorPath, float]] = {}
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
@@ -44,7 +51,7 @@ class VectorStage:
                 query.filters,
                 query.candidates,
                 path=path,
-                ef_search=self.ef_search,
+                ef_search=path_ef_search(path, self.ef_search, self.tenant_ef_search),
             )
         if query.explain:
             ctx.explain["vector_path"] = path

@@ -3,10 +3,12 @@
 The global ``chunks_embedding`` graph holds every tenant's vectors, so a filtered walk for one
 tenant visits (and discards) the others' rows: recall drops and the walk gets slower as the
 table grows. A partial index ``WHERE tenant_id = '<uuid>'`` is a graph of that tenant's
-vectors alone (the global index's operator class and options, built with a larger
-``ef_construction``). It costs a second copy of
-the tenant's vectors in an index, so it is built only for large tenants (``knowmind
-tenant-index``).
+vectors alone. Over a ``vector`` column it indexes the vectors cast to ``halfvec`` (half the
+bytes read per distance; the vector stage orders by that cast and re-sorts the candidates by
+the full-precision distance), with more links per node and a larger ``ef_construction`` than
+the global index. It costs a second (half-size) copy of the tenant's vectors in an index, so
+it is built only for large tenants (``knowmind tenant-index``). Indexes that earlier versions
+built on the column itself stay usable (the vector stage asks which kind a tenant has).
 
 ``CREATE``/``DROP INDEX CONCURRENTLY`` cannot run inside a transaction: these functions need an
 autocommit owner connection (``Database.owner_autocommit``). A build that fails or is cancelled
@@ -27,9 +29,11 @@ __all__ = [
     "INDEX_USABLE",
     "TENANT_EF_CONSTRUCTION",
     "TENANT_INDEX_PREFIX",
+    "TENANT_M",
     "TenantIndex",
     "build_tenant_index",
     "drop_tenant_index",
+    "halfvec_key",
     "list_tenant_indexes",
     "tenant_chunk_counts",
     "tenant_index_name",
@@ -40,10 +44,13 @@ TENANT_INDEX_PREFIX = "chunks_embedding_t_"
 INDEX_USABLE = "indisvalid AND indisready"
 _GLOBAL_INDEX = "chunks_embedding"
 # A tenant index is built once per large tenant and probed on every recall of it: a better
-# graph than pgvector's default (ef_construction 64) is worth the build time. On the scale
-# corpus (100k chunks) recall@10 at ef_search 200 rose from 0.923 to 0.955 (build 66 s on
-# 2 cores); m 32 did not help (0.918, build 159 s).
+# graph than pgvector's default (m 16, ef_construction 64) is worth the build time. On the
+# scale corpus's 100k-chunk tenant (60 questions, 50 candidates, one 2-core host), recall@10
+# against exact search and the walk's p50: vector m 16: 0.948 at ef_search 200 (5.5 ms);
+# halfvec m 16: 0.96 at ef_search 200 (4.5 ms); halfvec m 24: 0.957 at ef_search 100
+# (3.7 ms; build 63 s); halfvec m 32: 0.96 at ef_search 80 (no faster; build 92 s).
 TENANT_EF_CONSTRUCTION = 128
+TENANT_M = 24
 # "... USING hnsw (embedding vector_cosine_ops)" with optional storage options "WITH (m='16')"
 _HNSW_DEFINITION = re.compile(
     r"USING hnsw (\(embedding (?:vector|halfvec)_cosine_ops\))( WITH \([a-z_]+='?\d+'?"
@@ -64,9 +71,10 @@ def tenant_index_name(tenant_id: UUID) -> str:
     return TENANT_INDEX_PREFIX + UUID(str(tenant_id)).hex
 
 
-async def _global_index_method(conn: AsyncConnection) -> str:
-    """``(embedding <opclass>)`` and its options: the global HNSW index's, with
-    ``ef_construction`` at least ``TENANT_EF_CONSTRUCTION``."""
+async def _tenant_index_method(conn: AsyncConnection) -> str:
+    """``(<key> <opclass>) WITH (...)``: the global HNSW index's options with ``m`` and
+    ``ef_construction`` at least ``TENANT_M`` and ``TENANT_EF_CONSTRUCTION``; over a ``vector``
+    column the key is its ``halfvec`` cast."""
     definition = await conn.scalar(
         text("SELECT indexdef FROM pg_indexes WHERE tablename = 'chunks' AND indexname = :name"),
         {"name": _GLOBAL_INDEX},
@@ -75,10 +83,23 @@ async def _global_index_method(conn: AsyncConnection) -> str:
     if found is None:
         raise RuntimeError(f"unexpected definition of the {_GLOBAL_INDEX} index: {definition!r}")
     options = dict(re.findall(r"([a-z_]+)='?(\d+)'?", found.group(2) or ""))
-    options["ef_construction"] = str(
-        max(int(options.get("ef_construction", 0)), TENANT_EF_CONSTRUCTION)
-    )
-    return found.group(1) + " WITH (" + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
+    for name, least in (("m", TENANT_M), ("ef_construction", TENANT_EF_CONSTRUCTION)):
+        options[name] = str(max(int(options.get(name, 0)), least))
+    key = found.group(1)
+    if key == "(embedding vector_cosine_ops)":
+        dimensions = await conn.scalar(
+            text(
+                "SELECT atttypmod FROM pg_attribute"
+                " WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+            )
+        )
+        key = f"(({halfvec_key(int(dimensions))}) halfvec_cosine_ops)"
+    return key + " WITH (" + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
+
+
+def halfvec_key(dimensions: int, column: str = "embedding") -> str:
+    """The tenant index's key over a ``vector`` column; queries order by the same expression."""
+    return f"{column}::halfvec({int(dimensions)})"
 
 
 async def _index_valid(conn: AsyncConnection, name: str) -> bool | None:
@@ -98,7 +119,7 @@ async def build_tenant_index(conn: AsyncConnection, tenant_id: UUID) -> bool:
         return False
     if state is False:  # left over from a failed or interrupted build
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
-    method = await _global_index_method(conn)
+    method = await _tenant_index_method(conn)
     tenant = UUID(str(tenant_id))  # a UUID's text form: no quoting issue possible
     await conn.execute(
         text(
