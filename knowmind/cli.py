@@ -332,7 +332,8 @@ async def _tenant_index(
         for index in await service.list():
             valid = "valid" if index.valid else "INVALID (interrupted build: rebuild it)"
             size = index.size_bytes / 2**20
-            print(f"tenant {index.tenant_id}: {index.name} {valid} {size:.1f} MiB")
+            key = "halfvec cast" if index.on_halfvec_cast else "on the column"
+            print(f"tenant {index.tenant_id}: {index.name} {valid}, {key}, {size:.1f} MiB")
 
 
 def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:

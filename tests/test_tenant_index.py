@@ -103,6 +103,52 @@ async def test_repeated_prepared_statements_keep_walking_the_tenant_index(db, pa
         assert await _scans(conn, name) - before == 8
 
 
+_NEAREST_SETTINGS = (
+    "SELECT name, setting FROM pg_settings WHERE name IN"
+    " ('enable_sort', 'enable_seqscan', 'hnsw.ef_search', 'hnsw.iterative_scan', 'plan_cache_mode')"
+)
+
+
+async def test_a_nearest_session_walks_the_index_with_no_transaction_of_its_own(db, pair):
+    indexed, _ = pair
+    name = tenant_index_name(indexed)
+    async with db.read(indexed, nearest=True) as conn:
+        plan = await explain_vector_search(
+            conn, indexed, _query(95), _time_and_type(), 10, "tenant-hnsw-halfvec"
+        )
+        assert not conn.is_in_transaction()
+        session = dict(await conn.fetch(_NEAREST_SETTINGS))
+        found = await vector_candidates(
+            conn,
+            indexed,
+            _query(96),
+            MemoryFilters(),
+            10,
+            path="tenant-hnsw-halfvec",
+            ef_search=120,
+        )
+        ef_after = await conn.fetchval("SHOW hnsw.ef_search")
+        # selective filters: the planner may filter first, in a transaction of the statement's
+        await vector_candidates(
+            conn, indexed, _query(97), MemoryFilters(tags=["x"]), 10, path="tenant-hnsw-halfvec"
+        )
+        assert await conn.fetchval("SHOW enable_sort") == "off"  # the SET LOCAL ended with it
+    assert f"Index Scan using {name}" in plan, plan
+    assert session == {
+        "enable_sort": "off",
+        "enable_seqscan": "off",
+        "hnsw.ef_search": "100",  # explain's
+        "hnsw.iterative_scan": "relaxed_order",
+        "plan_cache_mode": "force_custom_plan",
+    }
+    assert ef_after == "120"
+    async with db.tenant_tx(indexed) as conn:
+        exact = await vector_candidates(
+            conn, indexed, _query(96), MemoryFilters(), 10, path="exact"
+        )
+    assert [c for c, *_ in found] == [c for c, *_ in exact]
+
+
 async def test_tenant_index_finds_what_exact_search_finds(db, pair):
     indexed, _ = pair
     for seed in range(60, 70):
@@ -190,6 +236,9 @@ async def test_an_index_on_the_column_from_an_earlier_version_is_still_walked(cl
             )
         assert f"Index Scan using {name}" in plan, plan
         assert [c for c, *_ in own] == [c for c, *_ in exact]
+        async with db.owner_tx() as conn:
+            listed = {i.tenant_id: i for i in await list_tenant_indexes(conn)}
+        assert not listed[tenant_id].on_halfvec_cast and listed[tenant_id].valid
     finally:
         assert await TenantIndexService(db).drop(tenant_id)
 
@@ -220,7 +269,7 @@ def test_cli_builds_lists_drops_and_builds_for_large_tenants(settings, pair, mon
     code, out = _cli(capsys, "--tenant", str(plain))
     assert code == 0 and "built in" in out, out
     code, out = _cli(capsys)
-    assert f"tenant {plain}: {name} valid" in out and f"tenant {indexed}:" in out, out
+    assert f"tenant {plain}: {name} valid, halfvec cast" in out and f"tenant {indexed}:" in out
     code, out = _cli(capsys, "--tenant", str(plain), "--drop")
     assert code == 0 and "index dropped" in out, out
     assert name not in _cli(capsys)[1]

@@ -54,7 +54,7 @@ async def test_the_tenant_lasts_only_as_long_as_the_transaction(database_url) ->
             assert await conn.fetchval("SELECT current_setting('app.tenant_id')") == str(tenant)
             assert await conn.fetchval("SHOW citus.propagate_set_commands") == "local"
         # the same (only) pooled session afterwards holds no tenant
-        async with (await db.reader._pool(False)).acquire() as session:
+        async with (await db.reader._pool("auto")).acquire() as session:
             assert not await session.fetchval("SELECT current_setting('app.tenant_id', true)")
         async with db.tenant_tx(tenant) as tx:
             assert (await tx.exec_driver_sql("SHOW app.tenant_id")).scalar() == str(tenant)

@@ -172,15 +172,17 @@ class Database:
 
     @asynccontextmanager
     async def read(
-        self, tenant_id: UUID, *, custom_plans: bool = False
+        self, tenant_id: UUID, *, custom_plans: bool = False, nearest: bool = False
     ) -> AsyncIterator[asyncpg.Connection]:
         """A read-only session as the app role, scoped by row-level security to one tenant, on
         a raw asyncpg connection (the recall path: ``store.sql`` statements only). Statements
         run on their own (``store.sql.one_transaction`` groups some). ``custom_plans``: a
         session that plans every statement for its values (for statements whose best plan
         depends on the tenant's size); the default keeps generic plans where they are as
-        cheap."""
-        async with self.reader.tenant(tenant_id, custom_plans=custom_plans) as conn:
+        cheap. ``nearest``: a session set up for HNSW walks (``db.reader.NEAREST_SESSION``)."""
+        async with self.reader.tenant(
+            tenant_id, custom_plans=custom_plans, nearest=nearest
+        ) as conn:
             yield conn
 
     @asynccontextmanager

@@ -42,8 +42,12 @@ class VectorStage:
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()  # first: no connection held while it queues
-        async with ctx.db.read(query.tenant) as conn:
-            path = await self._path(conn, query.tenant)
+        path = self._known_path(query.tenant)
+        if path is None:
+            async with ctx.db.read(query.tenant) as conn:
+                path = await self._look_up_path(conn, query.tenant)
+        # an HNSW walk on a session set up for it: no transaction of its own to open
+        async with ctx.db.read(query.tenant, nearest=path != "exact") as conn:
             rows = await vector_candidates(
                 conn,
                 query.tenant,
@@ -61,14 +65,15 @@ class VectorStage:
         ctx.signals["vector"] = vector_signals(list(nearest_per_memory.values()))
         return [Candidate(chunk_id, memory_id, score) for chunk_id, memory_id, score in rows]
 
-    async def _path(self, conn: Conn, tenant: UUID) -> VectorPath:
-        """The tenant's search path, looked up at most every ``PATH_TTL_S`` seconds: it only
+    def _known_path(self, tenant: UUID) -> VectorPath | None:
+        """The tenant's search path if looked up less than ``PATH_TTL_S`` seconds ago: it only
         changes when the tenant crosses ``exact_max_rows`` or gains or loses an index of its
-        own, and a stale one is still correct (the planner walks whatever index exists)."""
-        now = time.monotonic()
+        own, and a stale one still gives the right rows (at worst slower, for those seconds)."""
         known = self._paths.get(tenant)
-        if known is not None and known[1] > now:
-            return known[0]
+        return known[0] if known is not None and known[1] > time.monotonic() else None
+
+    async def _look_up_path(self, conn: Conn, tenant: UUID) -> VectorPath:
+        now = time.monotonic()
         path = await choose_vector_path(conn, tenant, self.exact_max_rows)
         if len(self._paths) >= PATHS_KEPT:
             self._paths = {t: p for t, p in self._paths.items() if p[1] > now}

@@ -64,6 +64,7 @@ class TenantIndex:
     name: str
     valid: bool
     size_bytes: int
+    on_halfvec_cast: bool = True  # False: on the column itself (an earlier version's, or halfvec)
 
 
 def tenant_index_name(tenant_id: UUID) -> str:
@@ -143,7 +144,7 @@ async def list_tenant_indexes(conn: AsyncConnection) -> list[TenantIndex]:
     """Every tenant index, valid or not, with its size on disk."""
     rows = await conn.execute(
         text(
-            f"SELECT c.relname, {INDEX_USABLE}, pg_relation_size(c.oid) "
+            f"SELECT c.relname, {INDEX_USABLE}, pg_relation_size(c.oid), i.indexprs IS NOT NULL "
             "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = 'chunks'::regclass AND c.relname LIKE :prefix "
             "ORDER BY c.relname"
@@ -151,7 +152,9 @@ async def list_tenant_indexes(conn: AsyncConnection) -> list[TenantIndex]:
         {"prefix": TENANT_INDEX_PREFIX.replace("_", r"\_") + "%"},
     )
     return [
-        TenantIndex(UUID(hex=str(r[0])[len(TENANT_INDEX_PREFIX) :]), str(r[0]), bool(r[1]), r[2])
+        TenantIndex(
+            UUID(hex=str(r[0])[len(TENANT_INDEX_PREFIX) :]), str(r[0]), bool(r[1]), r[2], bool(r[3])
+        )
         for r in rows
     ]
 

@@ -20,12 +20,14 @@ asks whether the tenant has a valid index of its own) and picks:
   index built by an earlier version);
 - ``hnsw``: the global HNSW index.
 
-Both HNSW paths use iterative scans, so filters keep the scan going until ``limit`` rows pass.
+The HNSW paths use iterative scans, so filters keep the scan going until ``limit`` rows pass.
 With only the time predicates and the memory type (filters most rows pass) the planner is told
-not to sort and not to scan tables (``enable_sort``, ``enable_seqscan`` off for this
-statement's transaction), so a misestimate of a time predicate cannot turn the index walk into
-a scan; with selective filters (tags, source, domain, document) the planner chooses between the
-index and filtering first.
+not to sort and not to scan tables (``enable_sort``, ``enable_seqscan`` off), so a misestimate
+of a time predicate cannot turn the index walk into a scan; with selective filters (tags,
+source, domain, document) the planner chooses between the index and filtering first. These
+settings (``db.reader.NEAREST_SESSION``) are the session's own on the vector stage's sessions
+(``Database.read(…, nearest=True)``: no BEGIN/COMMIT round trips), else they are set for the
+statement's transaction.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ from uuid import UUID
 
 import numpy as np
 
+from knowmind.db.reader import NEAREST_SESSION
 from knowmind.store.search import MemoryFilters
 from knowmind.store.sql import (
-    FORCE_CUSTOM_PLANS,
     Conn,
+    driver,
     fetch,
     fetchrow,
     one_transaction,
@@ -132,16 +135,34 @@ def _statement(
     return sql, params
 
 
+def _selective(filters: MemoryFilters) -> bool:
+    return any(getattr(filters, name) for name in _SELECTIVE_FILTERS)
+
+
 def _settings(path: VectorPath, filters: MemoryFilters, ef_search: int) -> str:
-    """The HNSW path's transaction-local planner settings (empty for the exact path)."""
+    """The HNSW path's transaction-local settings (empty for the exact path): the nearest
+    sessions' own, with the planner free to filter first when the filters are selective."""
     if path == "exact":
         return ""
-    planner = "on" if any(getattr(filters, name) for name in _SELECTIVE_FILTERS) else "off"
-    return (
-        "SET LOCAL hnsw.iterative_scan = relaxed_order; "
-        f"SET LOCAL hnsw.ef_search = {int(ef_search)}; SET LOCAL enable_sort = {planner}; "
-        f"SET LOCAL enable_seqscan = {planner}; {FORCE_CUSTOM_PLANS}"
-    )
+    settings = NEAREST_SESSION | {"hnsw.ef_search": str(int(ef_search))}
+    if _selective(filters):
+        settings |= {"enable_sort": "on", "enable_seqscan": "on"}
+    return "; ".join(f"SET LOCAL {name} = {value}" for name, value in settings.items())
+
+
+async def _walk(
+    conn: Conn, path: VectorPath, filters: MemoryFilters, ef_search: int, sql: str, params: Any
+) -> list[Any]:
+    """Run an HNSW path's statement: on a nearest session (``Database.read(…, nearest=True)``)
+    outside a transaction as it is, with the session's settings (``ef_search`` set on it when
+    it changes: no BEGIN/COMMIT round trips); elsewhere, or with selective filters, in a
+    transaction with ``_settings`` (the caller's, or one of its own)."""
+    raw = await driver(conn)
+    if getattr(raw, "nearest", False) and not raw.is_in_transaction() and not _selective(filters):
+        await raw.use_ef_search(ef_search)
+        return await fetch(raw, sql, params)
+    async with one_transaction(raw, _settings(path, filters, ef_search)) as tx:
+        return await fetch(tx, sql, params)
 
 
 async def vector_candidates(
@@ -156,15 +177,14 @@ async def vector_candidates(
 ) -> list[tuple[UUID, UUID, float]]:
     """(chunk id, memory id, cosine similarity), nearest first, along ``path``.
 
-    ``relaxed_order`` HNSW results are re-sorted exactly by the outer query. The HNSW path
-    sets planner options for its transaction (the caller's, or one of its own).
+    ``relaxed_order`` HNSW results are re-sorted exactly by the outer query. The HNSW paths
+    run with the planner settings of ``_walk``.
     """
     statement, params = _statement(path, filters, tenant_id, embedding, limit)
     if path == "exact":
         rows = await fetch(conn, statement, params)
     else:
-        async with one_transaction(conn, _settings(path, filters, max(ef_search, limit))) as tx:
-            rows = await fetch(tx, statement, params)
+        rows = await _walk(conn, path, filters, max(ef_search, limit), statement, params)
     return [(r[0], r[1], float(r[2])) for r in rows]
 
 
@@ -178,8 +198,10 @@ async def explain_vector_search(
 ) -> str:
     """The plan PostgreSQL picks for ``vector_candidates`` along ``path`` (for tests, tuning)."""
     statement, params = _statement(path, filters, tenant_id, embedding, limit)
-    async with one_transaction(conn, _settings(path, filters, max(100, limit))) as tx:
-        rows = await fetch(tx, "EXPLAIN " + statement, params)
+    if path == "exact":
+        rows = await fetch(conn, "EXPLAIN " + statement, params)
+    else:
+        rows = await _walk(conn, path, filters, max(100, limit), "EXPLAIN " + statement, params)
     return "\n".join(str(r[0]) for r in rows)
 
 
