@@ -160,3 +160,24 @@ async def test_with_a_query_model_a_small_write_passes_another_owners_batch():
     on_model_thread = {t for batch in passages_model.batches for t in batch}
     assert {"a-20", "c-30", "c-34", "d-40"} <= on_model_thread and "b-7" not in on_model_thread
     assert vectors[0][:, 0].tolist() == list(range(8))
+
+
+async def test_passage_batches_shorten_while_recalls_are_served_even_beside_a_query_model():
+    """A lone owner's batches take ``max_batch_chars``; after a query (answered by the query
+    model, on its own thread) they take the shared budget while recalls are being served."""
+    passages_model, query_model = RecordingEmbedderDouble(0), RecordingEmbedderDouble(0)
+    executor = EmbeddingExecutor(
+        passages_model, max_batch=32, max_batch_chars=4000, query_embedder=query_model
+    )
+    texts = [f"a-{i}-" + "x" * 490 for i in range(16)]  # ≈ 500 characters each
+    try:
+        await executor.embed_passages(texts, "A")
+        alone = [len(b) for b in passages_model.batches]
+        passages_model.batches.clear()
+        await executor.embed_queries(["q-1"])
+        await executor.embed_passages(texts, "A")
+    finally:
+        await executor.close()
+    assert alone == [8, 8]  # 4,000 characters
+    assert [len(b) for b in passages_model.batches] == [2] * 8  # 1,000 characters
+    assert query_model.batches == [["q-1"]]

@@ -63,12 +63,14 @@ class QueueFull(OverloadedError):
 
 # Texts per model call: the batch the model thread embeds at once, and its characters: what
 # arrives waits for the batch under way (a 1,000-character chunk takes ~0.1-0.25 s here), so
-# batches are short, shorter still while queries arrive or several tenants wait. Longer ones buy
-# a bulk import a little (through the batch service, 0.84-0.86 of the bare model's rate at 2,000
-# characters, 0.89-0.90 at 4,000) and cost everyone else more: while another tenant imports
-# 1,000-character chunks, a recall took 30.1 ms p50 at 4,000 characters, 22.9 at 2,000.
+# batches are short while several tenants wait or recalls are being served (SHARED_BATCH_CHARS),
+# and longer only for one tenant's work on an otherwise quiet server: through the batch service
+# 0.90 of the bare model's rate at 4,000 characters against 0.84-0.87 at 2,000. (Before queries
+# answered by the query model counted as recalls being served, batches stayed long beside them:
+# another tenant's recall under a bulk import took 30.1 ms p50 at 4,000 characters, 22.9 at
+# 2,000; with them counted, 23.3 at 4,000.)
 MAX_BATCH = 32
-MAX_BATCH_CHARS = 2000
+MAX_BATCH_CHARS = 4000
 SHARED_BATCH_CHARS = 1000
 # A job this small (texts, characters: no more than a shared batch) may pass by another
 # owner's batch on the query model's thread.
@@ -125,10 +127,11 @@ class EmbeddingExecutor:
         return self.embedder.dim
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        # recalls are being served: passage batches stay short (on a shared model a query
+        # waits for the batch under way; beside a query model the batch competes for the cores)
+        self._last_query_at = time.monotonic()
         if self._query_model is not None and texts:
             return await self._query_thread_call(self._query_model[0].embed_queries, texts)
-        # queries wait for the passage batch under way: keep those short while recalls arrive
-        self._last_query_at = time.monotonic()
         return await self._submit(texts, is_query=True)
 
     async def embed_passages(self, texts: Sequence[str], owner: str = "") -> np.ndarray:
