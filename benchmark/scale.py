@@ -218,12 +218,16 @@ async def run_scale(
             targets.setdefault(t.chunks, t)
         largest = targets[max(targets)]
         query_vectors = [embedder.cached[q] for q in queries]
-        ef_settings = (settings.recall.vector_ef_search, settings.recall.vector_tenant_ef_search)
-        recall_args = (settings.recall.recall_candidates, settings.recall.vector_ef_search)
+        candidates = settings.recall.recall_candidates
+
+        def stage_ef(path: VectorPath) -> int:  # what the vector stage sets along ``path``
+            r = settings.recall
+            return path_ef_search(path, r.vector_ef_search, r.vector_tenant_ef_search)
+
         # the global index, measured before any tenant has an index of its own (the planner
         # would prefer the tenant's index for the same statement afterwards)
         global_recall = await _hnsw_recall_at_10(
-            runtime, ids[largest.name], query_vectors, *recall_args, path="hnsw"
+            runtime, ids[largest.name], query_vectors, candidates, stage_ef("hnsw"), path="hnsw"
         )
         indexes = await _build_tenant_indexes(runtime, settings.recall.vector_tenant_index_min_rows)
         print(json.dumps(indexes), file=sys.stderr)
@@ -259,9 +263,8 @@ async def run_scale(
         path = await _stage_path(runtime, ids[largest.name], settings.recall.vector_exact_max_rows)
         recall = dict(global_recall)
         if path != "hnsw":
-            ef = path_ef_search(path, *ef_settings)
             recall = await _hnsw_recall_at_10(
-                runtime, ids[largest.name], query_vectors, recall_args[0], ef, path=path
+                runtime, ids[largest.name], query_vectors, candidates, stage_ef(path), path=path
             )
         recall |= {"tenant_chunks": largest.chunks, "global_index": global_recall}
         # the standard layout alternates six pairs of one batch each: the host's speed drifts

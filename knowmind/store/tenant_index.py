@@ -64,7 +64,7 @@ class TenantIndex:
     name: str
     valid: bool
     size_bytes: int
-    on_halfvec_cast: bool = True  # False: on the column itself (an earlier version's, or halfvec)
+    on_halfvec_cast: bool  # False: on the column itself (an earlier version's, or halfvec)
 
 
 def tenant_index_name(tenant_id: UUID) -> str:
