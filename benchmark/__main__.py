@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark.cache import CachingEmbedder
 from benchmark.datasets import DATASETS, load
@@ -30,6 +30,9 @@ from knowmind.logging import configure_logging
 from knowmind.models.factory import build_embedder
 from knowmind.runtime import Runtime
 from knowmind.settings import Settings
+
+if TYPE_CHECKING:  # the peers need the optional ``bench`` extra at run time
+    from benchmark.peers import PeerSystem
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK_DATASETS = ["xquad-de", "xquad-de-typo", "xquad-en-de", "musique", "dbpedia"]
@@ -208,7 +211,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 async def _close_quality_part(
-    runtime: Runtime, variants: dict[str, Runtime | str], peers: dict[str, Any]
+    runtime: Runtime, variants: dict[str, Runtime | str], peers: dict[str, PeerSystem | str]
 ) -> None:
     """Stop the quality part's runtimes (workers, pools, model threads) and peers."""
     for variant in variants.values():
@@ -216,9 +219,8 @@ async def _close_quality_part(
             await variant.close()
     await runtime.close()
     for peer in peers.values():
-        close = getattr(peer, "close", None)
-        if close is not None:
-            close()
+        if not isinstance(peer, str):  # else: why it did not run
+            peer.close()
     peers.clear()
     gc.collect()
 
@@ -242,7 +244,7 @@ async def _variant_runtimes(
     return variants
 
 
-def _peers() -> dict[str, Any]:
+def _peers() -> dict[str, PeerSystem | str]:
     try:
         from benchmark.peers import available_peers
     except ImportError as exc:  # the optional `bench` extra

@@ -52,6 +52,9 @@ class PeerSystem(Protocol):
 
     def search(self, query: str, query_vector: np.ndarray, k: int) -> list[str]: ...
 
+    def close(self) -> None:
+        """Free the index (memory, temporary files); the peer is not searched again."""
+
 
 def doc_text(doc: PeerDoc) -> str:
     """The text both peers index for full-text search: the same string our vectors embed."""
