@@ -165,14 +165,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         build_embedder(settings.models.embedder, settings.models.embedder_threads), args.cache
     )
     runtime = await Runtime.start(settings, embedder)
-    runtime.start_loading_reranker()
+    runtime.start_loading_reranker(freeze_heap=True)  # as ``knowmind serve`` does
     runtime.start_workers()
     peers = _peers() if any(s in PEERS for s in systems) else {}
     variants: dict[str, Runtime | str] = {}
     started = time.perf_counter()
     try:
-        while runtime.recall.pipeline.rerank.status().loading:
-            await asyncio.sleep(0.2)
+        await runtime.wait_until_warm()  # the reranker loaded, both models warm
         capabilities = await _capabilities(runtime)
         variants = await _variant_runtimes(settings, embedder, systems)
         results = []

@@ -30,7 +30,7 @@ from sqlalchemy import text
 from tqdm import tqdm
 
 from benchmark.cache import CachingEmbedder
-from benchmark.runner import percentiles
+from benchmark.runner import freeze_harness_objects, percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
 from benchmark.scale_report import write_scale_report
@@ -209,8 +209,9 @@ async def run_scale(
     queries = pool.questions[: spec["queries"]]
     embedder.cached = dict(zip(queries, cached_model.embed_queries(queries), strict=True))
     runtime = await Runtime.start(settings.with_overrides(reranker="none"), embedder)
-    runtime.start_loading_reranker()
+    runtime.start_loading_reranker(freeze_heap=True)  # as ``knowmind serve`` does
     try:
+        await runtime.wait_until_warm()
         async with runtime.db.owner_tx() as conn:
             corpus = int(await conn.scalar(text("SELECT count(*) FROM chunks")))
         targets = {}  # one tenant per size, smallest first
@@ -233,6 +234,7 @@ async def run_scale(
         print(json.dumps(indexes), file=sys.stderr)
         runs = []
         cold_passes: dict[str, dict[str, float]] = {}
+        freeze_harness_objects()  # the corpus pool and the cached query vectors
         for size, target in targets.items():
             who = Principal(ids[target.name], frozenset({"read"}), language=target.language)
             embedder.mode = "cached"

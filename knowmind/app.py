@@ -64,7 +64,7 @@ def create_app(
         runtime = await Runtime.start(settings, embedder, embedded, query_embedder)
         app.state.runtime = runtime
         runtime.start_supervision()
-        runtime.start_loading_reranker()
+        runtime.start_loading_reranker(freeze_heap=True)
         if settings.server.run_workers == "on":
             runtime.start_workers()
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import dataclass, field
 
 import structlog
@@ -95,7 +96,7 @@ def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | Non
     )
 
 
-__all__ = ["Runtime"]
+__all__ = ["Runtime", "freeze_start_up_objects"]
 
 
 @dataclass(slots=True)
@@ -123,6 +124,7 @@ class Runtime:
     llm: LLM | None = None  # None: see health's capabilities for why
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _warmup: WarmUp | None = None
+    _freezes_heap: bool = False
 
     @classmethod
     async def start(
@@ -271,14 +273,25 @@ class Runtime:
     def background_tasks(self) -> list[asyncio.Task[None]]:
         return list(self._tasks)
 
-    def start_loading_reranker(self) -> None:
+    def start_loading_reranker(self, *, freeze_heap: bool = False) -> None:
         """Load the reranker and warm both models without holding up start-up; ``/ready``
-        says ready only once the warm-up is done, so the first recall is not the slow one."""
+        says ready only once the warm-up is done, so the first recall is not the slow one.
+
+        ``freeze_heap``: for the process that owns this runtime (the server): once warm, keep
+        what start-up built out of later garbage collections (``freeze_start_up_objects``;
+        ``close`` hands the objects back to the collector)."""
         load = self.recall.pipeline.rerank.load(self.settings.models.embedder_threads)
         loading = asyncio.create_task(load, name="knowmind-reranker-load")
         self._tasks.append(loading)
         if self._warmup is not None:
-            self._tasks.append(self._warmup.start(loading))
+            self._freezes_heap = freeze_heap
+            then = freeze_start_up_objects if freeze_heap else None
+            self._tasks.append(self._warmup.start(loading, then))
+
+    async def wait_until_warm(self) -> None:
+        """Until the warm-up ``start_loading_reranker`` started has ended."""
+        if self._warmup is not None:
+            await self._warmup.wait()
 
     def start_supervision(self) -> None:
         """Watch the database (and restart the embedded one this process owns)."""
@@ -310,3 +323,16 @@ class Runtime:
             await close_reader()
         await self.embedder.close()
         await self.db.dispose()
+        if self._freezes_heap:  # a process that starts another runtime must not keep cycles
+            gc.unfreeze()
+
+
+def freeze_start_up_objects() -> None:
+    """Move every object alive now into the permanent generation (``gc.freeze``). What
+    start-up built (modules, models, settings, pools) lives as long as the process, and each
+    full collection would otherwise traverse all of it again inside whichever request set the
+    collection off: ≈ 60 ms for a warm server's ≈ 130k objects on this 2-core host, a pause
+    every request in flight waits out. Later collections traverse only newer objects."""
+    gc.collect()
+    gc.freeze()
+    log.info("gc.start_up_objects_frozen", objects=gc.get_freeze_count())

@@ -4,6 +4,7 @@ passage, and 200 after; settings that size the embedder and the pools."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Sequence
 
@@ -54,8 +55,26 @@ async def test_ready_only_after_the_embedder_is_warm(settings: Settings, embedde
             assert ready.status_code == 200, ready.text
             assert ready.json()["checks"]["embedder"] == "ok"
             assert gated.calls[:2] == [("query", ["warm-up"]), ("passage", ["warm-up"])]
+            # what start-up built is out of later full collections once ready
+            frozen_when_ready = gc.get_freeze_count()
+            assert frozen_when_ready > 10_000, frozen_when_ready
     finally:
         gate.set()
+    # and handed back to the collector at shutdown
+    assert gc.get_freeze_count() == 0
+
+
+async def test_a_full_collection_skips_what_start_up_froze(settings: Settings, embedder):
+    """The point of the freeze: a full collection in a warm server traverses only what was
+    made after start-up (counted as the objects the collector tracks)."""
+    app = create_app(settings, embedder=embedder)
+    async with AsyncTestClient(app=app) as client:
+        for _ in range(200):
+            if (await client.get("/ready")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        tracked_after_freeze = len(gc.get_objects())
+        assert gc.get_freeze_count() > 10 * tracked_after_freeze
 
 
 def test_embedder_threads_default_to_the_cores_this_process_may_use():

@@ -60,11 +60,16 @@ class WarmUp:
         self.rerank = rerank
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, reranker_loading: asyncio.Task[None]) -> asyncio.Task[None]:
-        self._task = asyncio.create_task(self._run(reranker_loading), name="knowmind-warmup")
+    def start(
+        self, reranker_loading: asyncio.Task[None], then: Callable[[], None] | None = None
+    ) -> asyncio.Task[None]:
+        """``then``: called once the models are warm, before ``/ready`` says ready."""
+        self._task = asyncio.create_task(self._run(reranker_loading, then), name="knowmind-warmup")
         return self._task
 
-    async def _run(self, reranker_loading: asyncio.Task[None]) -> None:
+    async def _run(
+        self, reranker_loading: asyncio.Task[None], then: Callable[[], None] | None
+    ) -> None:
         started = time.perf_counter()
         await self.embedder.embed_queries(["warm-up"])
         await self.embedder.embed_passages(["warm-up"])
@@ -74,7 +79,14 @@ class WarmUp:
                 await self.rerank.warm_up()
             except Exception:
                 log.exception("reranker.warm_up_failed")
+        if then is not None:
+            then()
         log.info("models.warm", seconds=round(time.perf_counter() - started, 2))
+
+    async def wait(self) -> None:
+        """Until the warm-up has ended (however it ended: ``state`` says how)."""
+        if self._task is not None:
+            await asyncio.wait({self._task})
 
     def state(self) -> str:
         """ "ok", "warming up", "not started" or why the warm-up failed."""
