@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from benchmark.stats import paired_test, primary_metric, split_metrics, split_of
 from knowmind.ingest.pipeline import passage_text
 from knowmind.recall.base import RecallRequest
 from knowmind.recall.registry import STAGE_NAMES
-from knowmind.runtime import Runtime
+from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
 
@@ -30,25 +29,12 @@ __all__ = [
     "PipelineSystem",
     "SystemResult",
     "evaluate_dataset",
-    "freeze_harness_objects",
 ]
 
 ALL_STAGES = STAGE_NAMES
 # Stages worth an ablation here: the datasets carry no tagged statement chunks (knowmind's
 # client adds them), so "statements" finds nothing in them (tests/test_statements.py measures it).
 ABLATED_STAGES = tuple(s for s in STAGE_NAMES if s != "statements")
-
-
-def freeze_harness_objects() -> None:
-    """Move everything the harness holds now (datasets, vectors, earlier systems' results) into
-    the permanent generation (``gc.freeze``) before a system is timed. A server process holds
-    none of it, yet each full collection would traverse all of it inside whichever recall set
-    the collection off: ≈ 0.45 µs per object on this host, ≈ 200 ms once a dataset and its
-    results are loaded (a recall measured at 230-255 ms beside a 5-10 ms one), the p95 of a
-    40-query set. Recalls still pay for collecting what they allocate themselves; refcounting
-    still frees what the harness drops."""
-    gc.collect()
-    gc.freeze()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +217,9 @@ async def evaluate_dataset(
     variants = variants or {}
     results: dict[str, SystemResult] = {}
     for name in systems:
-        freeze_harness_objects()
+        # what the harness holds (datasets, vectors, earlier systems' results) is no server's:
+        # a full collection over it took 190-400 ms inside whichever recall set it off
+        freeze_live_objects("benchmark harness")
         spec = PIPELINE_SYSTEMS.get(name)
         if spec is not None and spec.settings:
             variant = variants.get(name, "not built")

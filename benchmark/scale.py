@@ -30,13 +30,13 @@ from sqlalchemy import text
 from tqdm import tqdm
 
 from benchmark.cache import CachingEmbedder
-from benchmark.runner import freeze_harness_objects, percentiles
+from benchmark.runner import percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
 from benchmark.scale_report import write_scale_report
 from benchmark.scale_storage import measure_ingest, storage_per_1k
 from knowmind.recall.base import RecallRequest
-from knowmind.runtime import Runtime
+from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.tenant_index import TenantIndexService
 from knowmind.settings import Settings
@@ -234,7 +234,7 @@ async def run_scale(
         print(json.dumps(indexes), file=sys.stderr)
         runs = []
         cold_passes: dict[str, dict[str, float]] = {}
-        freeze_harness_objects()  # the corpus pool and the cached query vectors
+        freeze_live_objects("benchmark harness")  # the corpus pool, the cached query vectors
         for size, target in targets.items():
             who = Principal(ids[target.name], frozenset({"read"}), language=target.language)
             embedder.mode = "cached"

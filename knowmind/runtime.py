@@ -96,7 +96,7 @@ def mirror_drainer(db: Database, settings: GraphSettings) -> MirrorDrainer | Non
     )
 
 
-__all__ = ["Runtime", "freeze_start_up_objects"]
+__all__ = ["Runtime", "freeze_live_objects"]
 
 
 @dataclass(slots=True)
@@ -278,14 +278,14 @@ class Runtime:
         says ready only once the warm-up is done, so the first recall is not the slow one.
 
         ``freeze_heap``: for the process that owns this runtime (the server): once warm, keep
-        what start-up built out of later garbage collections (``freeze_start_up_objects``;
+        what start-up built out of later garbage collections (``freeze_live_objects``;
         ``close`` hands the objects back to the collector)."""
         load = self.recall.pipeline.rerank.load(self.settings.models.embedder_threads)
         loading = asyncio.create_task(load, name="knowmind-reranker-load")
         self._tasks.append(loading)
+        self._freezes_heap = freeze_heap
         if self._warmup is not None:
-            self._freezes_heap = freeze_heap
-            then = freeze_start_up_objects if freeze_heap else None
+            then = (lambda: freeze_live_objects("start-up")) if freeze_heap else None
             self._tasks.append(self._warmup.start(loading, then))
 
     async def wait_until_warm(self) -> None:
@@ -327,12 +327,13 @@ class Runtime:
             gc.unfreeze()
 
 
-def freeze_start_up_objects() -> None:
-    """Move every object alive now into the permanent generation (``gc.freeze``). What
-    start-up built (modules, models, settings, pools) lives as long as the process, and each
-    full collection would otherwise traverse all of it again inside whichever request set the
-    collection off: ≈ 60 ms for a warm server's ≈ 130k objects on this 2-core host, a pause
-    every request in flight waits out. Later collections traverse only newer objects."""
+def freeze_live_objects(holder: str) -> None:
+    """Move every object alive now into the permanent generation (``gc.freeze``), ``holder``
+    naming what holds them (for the log). What start-up built (modules, models, settings,
+    pools) lives as long as the process, and each full collection would otherwise traverse all
+    of it again inside whichever request set the collection off: ≈ 60 ms for a warm server's
+    ≈ 130k objects on this 2-core host, a pause every request in flight waits out. Later
+    collections traverse only newer objects; refcounting still frees what is dropped."""
     gc.collect()
     gc.freeze()
-    log.info("gc.start_up_objects_frozen", objects=gc.get_freeze_count())
+    log.info("gc.objects_frozen", holder=holder, objects=gc.get_freeze_count())
