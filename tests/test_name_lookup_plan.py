@@ -40,10 +40,10 @@ async def _tenant_with_many_names(client, db) -> UUID:
 
 
 async def test_a_fuzzy_name_look_up_reads_only_names_sharing_trigrams(client, db):
-    """With ``name % q OR q <% name`` in one scan, the planner could read the tenant's whole
-    posting list and test every name (≈ 6 µs each: 95 ms a phrase at 16k names); a scan per
-    operator reads the trigram postings. Both the similarity and the word-similarity match
-    still come back."""
+    """With trigram comparisons costed like an integer comparison, the planner could read the
+    tenant's whole posting list and compare every name (≈ 6 µs each: 95 ms a phrase at 16k
+    names); costed as what they cost, it reads the trigram postings. Both the similarity and
+    the word-similarity match still come back."""
     tenant = await _tenant_with_many_names(client, db)
     async with db.tenant_tx(tenant) as conn:
         before = await conn.scalar(text(_FETCHED))

@@ -7,6 +7,7 @@ import asyncio
 import gc
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from litestar.testing import AsyncTestClient
@@ -36,6 +37,16 @@ class GatedEmbedder:
         return self.inner.embed_passages(texts)
 
 
+async def _until_ready(client: AsyncTestClient) -> Any:
+    """``/ready``'s last answer: 200, or still 503 after 10 s."""
+    for _ in range(200):
+        ready = await client.get("/ready")
+        if ready.status_code == 200:
+            break
+        await asyncio.sleep(0.05)
+    return ready
+
+
 async def test_ready_only_after_the_embedder_is_warm(settings: Settings, embedder):
     gate = threading.Event()
     gated = GatedEmbedder(embedder, gate)
@@ -47,11 +58,7 @@ async def test_ready_only_after_the_embedder_is_warm(settings: Settings, embedde
             assert early.json()["checks"]["embedder"] == "warming up"
             assert gated.calls == []
             gate.set()
-            for _ in range(200):
-                ready = await client.get("/ready")
-                if ready.status_code == 200:
-                    break
-                await asyncio.sleep(0.05)
+            ready = await _until_ready(client)
             assert ready.status_code == 200, ready.text
             assert ready.json()["checks"]["embedder"] == "ok"
             assert gated.calls[:2] == [("query", ["warm-up"]), ("passage", ["warm-up"])]
@@ -69,10 +76,8 @@ async def test_a_full_collection_skips_what_start_up_froze(settings: Settings, e
     made after start-up (counted as the objects the collector tracks)."""
     app = create_app(settings, embedder=embedder)
     async with AsyncTestClient(app=app) as client:
-        for _ in range(200):
-            if (await client.get("/ready")).status_code == 200:
-                break
-            await asyncio.sleep(0.05)
+        ready = await _until_ready(client)
+        assert ready.status_code == 200, ready.text
         tracked_after_freeze = len(gc.get_objects())
         assert gc.get_freeze_count() > 10 * tracked_after_freeze
 

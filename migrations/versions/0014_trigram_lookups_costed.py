@@ -2,11 +2,11 @@
 
 pg_trgm's operators (``%``, ``<%``) are costed like any operator, ``cpu_operator_cost`` (0.0025,
 about an integer comparison), while one comparison computes the trigrams of a name or lexeme:
-≈ 6 µs on this host. So reading every row of
-the tenant through a tenant-only index (the B-tree ``entity_names_lookup``, the primary key of
-``bm25_lexemes``, or the tenant column of the trigram GIN index) and comparing each looked about
-as cheap as reading the trigram postings, and which one the planner chose turned on the sampled
-statistics, changing from one ``ANALYZE`` to the next. With the tenant-only plan, a DBpedia
+≈ 6 µs on this host. So reading every row of the tenant through a tenant-only index (the B-tree
+``entity_names_lookup``, the primary key of ``bm25_lexemes``, or the tenant column of the
+trigram GIN index) and comparing each looked about as cheap as reading the trigram postings,
+and which one the planner chose turned on the sampled statistics, changing from one
+``ANALYZE`` to the next. With the tenant-only plan, a DBpedia
 tenant of 16k entity names took ≈ 95 ms a phrase instead of ≈ 4 ms, and every recall whose
 question names something waited 80–330 ms for its entity matching.
 
