@@ -1,5 +1,6 @@
-"""Bulk ingest: per-item results naming the bad field, one transaction per item (a bad item does
-not fail the others, and leaves nothing behind), embedding in groups that overlap the writes."""
+"""Bulk ingest: per-item results naming the bad field; each embedding group written in one
+transaction, and item by item when that fails (a bad item does not fail the others, and leaves
+nothing behind); embedding in groups that overlap the writes."""
 
 from __future__ import annotations
 
@@ -117,7 +118,98 @@ async def test_a_full_batch_is_embedded_in_groups_while_the_last_is_stored(clien
     assert await count_rows(db, "chunks", str(who.tenant_id)) == MAX_BATCH_ITEMS - 1
     async with db.tenant_tx(who.tenant_id) as conn:
         distinct = await conn.scalar(text("SELECT count(DISTINCT embedding::text) FROM chunks"))
-    assert distinct == MAX_BATCH_ITEMS - 1  # no item got another group's vector
+        assert distinct == MAX_BATCH_ITEMS - 1  # no item got another group's vector
+        writers = await conn.scalar(text("SELECT count(DISTINCT xmin::text) FROM memories"))
+    assert writers == groups  # one transaction a group
+
+
+async def test_a_group_refused_by_the_database_is_written_item_by_item(client, db, service):
+    """An item only the database refuses (a trigger raising on its text) fails its group's
+    transaction; the group's items are then written one transaction each, so that item alone
+    fails and leaves nothing behind."""
+    memories, _ = service
+    who = await _principal(client)
+    marker = f"refused-{uuid.uuid4().hex}"
+    items: list[MemoryDraft | ItemError] = [
+        MemoryDraft(content=f"Router {i} im Keller wurde neu gestartet.") for i in range(5)
+    ]
+    items[2] = MemoryDraft(content=f"Dieser Eintrag wird {marker}.")
+    function = f"test_refuse_{marker.replace('-', '_')}"
+    async with db.owner_tx() as conn:
+        await conn.execute(
+            text(
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF NEW.content LIKE '%{marker}%' THEN RAISE EXCEPTION 'refused'; END IF; "
+                "RETURN NEW; END $$"
+            )
+        )
+        await conn.execute(
+            text(
+                f"CREATE TRIGGER {function} BEFORE INSERT ON memories "
+                f"FOR EACH ROW EXECUTE FUNCTION {function}()"
+            )
+        )
+    try:
+        results = await remember_batch(memories, who, items)
+    finally:
+        async with db.owner_tx() as conn:
+            await conn.execute(text(f"DROP TRIGGER {function} ON memories"))
+            await conn.execute(text(f"DROP FUNCTION {function}()"))
+    assert [r.status for r in results] == ["created", "created", "error", "created", "created"]
+    assert results[2].error is not None and results[2].error.field == ""
+    assert await count_rows(db, "chunks", str(who.tenant_id)) == 4
+    async with db.tenant_tx(who.tenant_id) as conn:
+        writers = await conn.scalar(text("SELECT count(DISTINCT xmin::text) FROM memories"))
+    assert writers == 4  # one transaction an item
+
+
+async def test_a_group_written_together_keeps_each_item_its_chunks_and_order(
+    client, db, service, embedder
+):
+    """Items of several chunks in one group: every chunk belongs to its own item, in order,
+    with the vector of its own text; the memories list newest first in reverse item order."""
+    memories, _ = service
+    who = await _principal(client)
+    topics = ["Kühlung", "Stromversorgung"]
+    items: list[MemoryDraft | ItemError] = [
+        MemoryDraft(
+            title=topic,
+            content=" ".join(
+                f"Abschnitt {k}: " + f"Die Geräte der {topic} wurden geprüft. " * 9
+                for k in range(3)
+            ),
+        )
+        for topic in topics
+    ]
+    results = await remember_batch(memories, who, items)
+    assert [r.status for r in results] == ["created"] * 2
+    assert all(r.chunks >= 2 for r in results)
+    async with db.tenant_tx(who.tenant_id) as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT m.id, m.title, c.ordinal, c.content, c.embedding::text AS vector "
+                    "FROM chunks c JOIN memories m ON m.id = c.memory_id "
+                    "ORDER BY m.created_at, c.ordinal"
+                )
+            )
+        ).all()
+        newest_first = (
+            await conn.execute(text("SELECT id FROM memories ORDER BY created_at DESC"))
+        ).scalars()
+        writers = await conn.scalar(text("SELECT count(DISTINCT xmin::text) FROM memories"))
+    assert writers == 1  # one group, one transaction
+    assert [r.id for r in reversed(results)] == list(newest_first)
+    assert sum(r.chunks for r in results) == len(rows)
+    for result, topic in zip(results, topics, strict=True):
+        own = [row for row in rows if row.id == result.id]
+        assert [row.ordinal for row in own] == list(range(result.chunks))
+        assert all(topic in row.content for row in own)
+    stored = np.array([json.loads(row.vector) for row in rows], dtype=np.float32)
+    expected = embedder.embed_passages([f"{row.title}\n{row.content}" for row in rows])
+    similarity = expected @ stored.T
+    assert list(similarity.argmax(axis=1)) == list(range(len(rows)))
+    assert float(similarity.diagonal().min()) > 0.99
 
 
 async def test_groups_of_long_items_are_cut_by_characters(client, db, service):

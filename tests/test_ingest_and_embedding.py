@@ -117,7 +117,7 @@ async def test_a_memory_its_chunks_and_its_job_are_written_together(db, tenant, 
 
     from sqlalchemy import text
 
-    from knowmind.store.memories import NewMemory, insert_memory
+    from knowmind.store.memories import MemoryToInsert, NewMemory, insert_memory
 
     tenant_id = uuid.UUID(tenant.id)
     vectors = np.random.default_rng(7).standard_normal((3, embedder.dim)).astype(np.float32)
@@ -135,16 +135,8 @@ async def test_a_memory_its_chunks_and_its_job_are_written_together(db, tenant, 
 
     async def write():
         async with db.tenant_tx(tenant_id, write=True) as conn:
-            return await insert_memory(
-                conn,
-                tenant_id,
-                memory,
-                language="german",
-                contents=contents,
-                embeddings=vectors,
-                kinds=[None, "fact"],
-                job_kind="extract_mentions",
-            )
+            item = MemoryToInsert(memory, "german", contents, vectors, kinds=[None, "fact"])
+            return await insert_memory(conn, tenant_id, item, job_kind="extract_mentions")
 
     stored = await write()
     assert stored is not None and stored.chunks == 3

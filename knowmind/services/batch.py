@@ -1,5 +1,7 @@
-"""Remember many memories at once: per-item results, one transaction per item (a bad item does
-not fail the others), batched embedding overlapped with the writes."""
+"""Remember many memories at once: per-item results, batched embedding overlapped with the
+writes. A bad item does not fail the others: each embedding group is written in one transaction
+and one statement, and when that fails, each of its items is written again in a transaction of
+its own, so the results are those of one transaction per item."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from knowmind.services.memories import (
     content_sha256,
     memory_values,
 )
-from knowmind.services.recipe import insert_memory
+from knowmind.services.recipe import insert_memories, insert_memory
 from knowmind.store import memories as memory_store
 
 __all__ = [
@@ -140,8 +142,8 @@ async def _embed_and_store(
                 return
             if number + 1 < len(groups):
                 embedding = asyncio.ensure_future(_embed(service, owner, groups[number + 1]))
-            for p in group:
-                yield await _store_one(service, who, p)
+            for result in await _store_group(service, who, group):
+                yield result
     finally:
         embedding.cancel()
 
@@ -175,6 +177,57 @@ async def _embed(service: MemoryService, owner: str, items: list[_Pending]) -> N
     for p in items:
         p.embeddings = vectors[offset : offset + len(p.contents)]
         offset += len(p.contents)
+
+
+async def _store_group(
+    service: MemoryService, who: Principal, group: list[_Pending]
+) -> list[BatchItemResult]:
+    """The group's items in one transaction, those with relations (written by the graph
+    service) or repeating an earlier item's content each in its own; and each in its own
+    when the group's transaction fails, so that one bad item fails only itself."""
+    together: list[_Pending] = []
+    alone: list[_Pending] = []
+    shas: set[bytes] = set()
+    for p in group:
+        (alone if p.draft.relations or p.sha in shas else together).append(p)
+        shas.add(p.sha)
+    results: list[BatchItemResult] = []
+    if len(together) > 1:
+        try:
+            results = await _store_together(service, who, together)
+        except Exception as exc:
+            log.warning("batch.group_failed", items=len(together), error=type(exc).__name__)
+            alone += together
+    else:
+        alone += together
+    results += [await _store_one(service, who, p) for p in sorted(alone, key=lambda p: p.index)]
+    return results
+
+
+async def _store_together(
+    service: MemoryService, who: Principal, items: list[_Pending]
+) -> list[BatchItemResult]:
+    """Items of distinct contents in one transaction and one statement."""
+    tenant = tenant_of(who)
+    rows = [_row(service, who, p) for p in items]
+    async with service.db.tenant_tx(tenant, write=True) as conn:
+        stored = await insert_memories(conn, tenant, rows)
+        repeated = [p.sha for p, row in zip(items, stored, strict=True) if row is None]
+        found = await memory_store.find_by_shas(conn, tenant, repeated)
+    return [
+        BatchItemResult(p.index, "created", id=row.id, chunks=row.chunks, job_id=row.job_id)
+        if row is not None
+        else BatchItemResult(p.index, "unchanged", id=found.get(p.sha))
+        for p, row in zip(items, stored, strict=True)
+    ]
+
+
+def _row(service: MemoryService, who: Principal, p: _Pending) -> memory_store.MemoryToInsert:
+    assert p.embeddings is not None
+    language = service.language_of(who.language, p.draft.content)
+    return memory_store.MemoryToInsert(
+        memory_values(p.draft, p.sha), language, p.contents, p.embeddings
+    )
 
 
 async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> BatchItemResult:

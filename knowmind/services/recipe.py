@@ -1,6 +1,6 @@
 """The one way a memory enters the store: the memory row, its chunks, the relations given with
 it, and the extraction job, in the caller's transaction. Remember, supersede and document upload
-all write through ``insert_memory``."""
+all write through ``insert_memory`` (a batch through ``insert_memories``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
 
-__all__ = ["MemoryWriter", "insert_memory"]
+__all__ = ["MemoryWriter", "insert_memories", "insert_memory"]
 
 
 class MemoryWriter:
@@ -61,16 +61,16 @@ async def insert_memory(
 
     The caller wakes the job worker once its transaction has committed.
     """
-    inserted = await memory_store.insert_memory(
-        conn,
-        tenant,
-        memory,
-        language=language,
-        contents=contents,
-        embeddings=embeddings,
-        kinds=kinds,
-        job_kind=EXTRACT_JOB,
-    )
+    item = memory_store.MemoryToInsert(memory, language, contents, embeddings, kinds)
+    inserted = await memory_store.insert_memory(conn, tenant, item, job_kind=EXTRACT_JOB)
     if inserted is not None and relations:
         await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations))
     return inserted
+
+
+async def insert_memories(
+    conn: AsyncConnection, tenant: UUID, items: Sequence[memory_store.MemoryToInsert]
+) -> list[memory_store.InsertedMemory | None]:
+    """``insert_memory`` for many memories without relations, in one statement (see
+    ``store.memories.insert_memories``)."""
+    return await memory_store.insert_memories(conn, tenant, items, job_kind=EXTRACT_JOB)

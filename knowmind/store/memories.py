@@ -10,8 +10,7 @@ from uuid import UUID
 
 import msgspec
 import numpy as np
-from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.rows import MemoryRow, MemoryValues
@@ -19,6 +18,7 @@ from knowmind.store.scalars import maybe_id
 
 __all__ = [
     "InsertedMemory",
+    "MemoryToInsert",
     "NewMemory",
     "chunk_counts",
     "chunk_texts",
@@ -26,6 +26,7 @@ __all__ = [
     "find_by_sha",
     "find_by_shas",
     "get_memory",
+    "insert_memories",
     "insert_memory",
     "list_memories",
     "memory_title",
@@ -86,27 +87,41 @@ async def chunk_counts(
     return {r[0]: int(r[1]) for r in rows}
 
 
-# The memory, its chunks and its first job in one statement (one round trip, and the chunks'
-# statement-level BM25 triggers run once for the memory, not once per chunk). Nothing is written
-# when a current memory with the same content exists (no row from ``m``). The vectors travel as
-# one flat real[] (binary, no text formatting) that each chunk slices; the column's assignment
-# cast makes them vector or halfvec.
-_INSERT_MEMORY = text(
-    "WITH m AS (INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, "
-    "domain, metadata, content_sha256, document_id) VALUES (:tenant, :title, :content, "
-    ":memory_type, :tags, :source, :domain, :metadata, :sha256, :document_id) "
+# Memories, their chunks and their first jobs in one statement (one round trip, and the chunks'
+# statement-level BM25 triggers run once for all of them, not once per memory or chunk). The
+# memories travel as one JSON array (``i``, each with its position ``n``), the chunks as
+# parallel arrays naming their memory's ``n``, the vectors as one flat real[] (binary, no text
+# formatting) that each chunk slices; the column's assignment cast makes them vector or
+# halfvec. A memory whose content a current memory already has writes nothing (no row from
+# ``m``); the memories are written in order, so their ``created_at`` (clock_timestamp) is too.
+_INSERT_MEMORIES = text(
+    "WITH i AS (SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS x (n integer, "
+    "title text, content text, memory_type text, tags text[], source text, domain text, "
+    "metadata jsonb, sha256 text, document_id uuid, language text)), "
+    "m AS (INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
+    "metadata, content_sha256, document_id) SELECT :tenant, i.title, i.content, i.memory_type, "
+    "i.tags, i.source, i.domain, i.metadata, decode(i.sha256, 'hex'), i.document_id "
+    "FROM i ORDER BY i.n "
     "ON CONFLICT (tenant_id, content_sha256) "
-    "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING RETURNING id), "
+    "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
+    "RETURNING id, content_sha256), "
+    "mi AS (SELECT i.n, i.title, i.language, m.id FROM m "
+    "JOIN i ON decode(i.sha256, 'hex') = m.content_sha256), "
     "c AS (INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, "
-    "embedding, kind) SELECT :tenant, m.id, x.n - 1, x.content, :context, "
-    "CAST(:language AS regconfig), "
-    "(CAST(:vectors AS real[]))[(x.n - 1) * :dim + 1 : x.n * :dim], x.kind "
-    "FROM m, unnest(CAST(:contents AS text[]), CAST(:kinds AS text[])) "
-    "WITH ORDINALITY AS x (content, kind, n) RETURNING 1), "
+    "embedding, kind) SELECT :tenant, mi.id, x.ordinal, x.content, mi.title, "
+    "CAST(mi.language AS regconfig), "
+    "(CAST(:vectors AS real[]))[(x.g - 1) * :dim + 1 : x.g * :dim], x.kind "
+    "FROM unnest(CAST(:chunk_of AS integer[]), CAST(:ordinals AS integer[]), "
+    "CAST(:contents AS text[]), CAST(:kinds AS text[])) "
+    "WITH ORDINALITY AS x (n, ordinal, content, kind, g) JOIN mi ON mi.n = x.n "
+    "RETURNING memory_id), "
     "j AS (INSERT INTO jobs (tenant_id, kind, payload) SELECT :tenant, :job_kind, "
-    "jsonb_build_object('memory_id', CAST(m.id AS text)) FROM m RETURNING id) "
-    "SELECT m.id, j.id AS job_id, (SELECT count(*) FROM c) AS chunks FROM m, j"
-).bindparams(bindparam("metadata", type_=JSONB))
+    "jsonb_build_object('memory_id', CAST(mi.id AS text)) FROM mi ORDER BY mi.n "
+    "RETURNING id, CAST(payload ->> 'memory_id' AS uuid) AS memory_id) "
+    "SELECT mi.n, mi.id, j.id AS job_id, "
+    "(SELECT count(*) FROM c WHERE c.memory_id = mi.id) AS chunks "
+    "FROM mi JOIN j ON j.memory_id = mi.id"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,41 +131,72 @@ class InsertedMemory:
     job_id: UUID
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryToInsert:
+    """A memory with its chunks (``contents`` and their ``embeddings``, one row each, and
+    optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``), indexed in the
+    text-search configuration ``language``."""
+
+    memory: NewMemory
+    language: str
+    contents: Sequence[str]
+    embeddings: np.ndarray
+    kinds: Sequence[str | None] = ()
+
+
 async def insert_memory(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    memory: NewMemory,
-    *,
-    language: str,
-    contents: Sequence[str],
-    embeddings: np.ndarray,
-    kinds: Sequence[str | None] = (),
-    job_kind: str,
+    conn: AsyncConnection, tenant_id: UUID, item: MemoryToInsert, *, job_kind: str
 ) -> InsertedMemory | None:
-    """The memory, its chunks (``contents`` with their ``embeddings``, one row each, and
-    optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``) and a ``job_kind``
-    job for it; None when a current memory with the same content exists (a concurrent
-    insert): nothing written."""
-    if len(embeddings) != len(contents):
-        raise ValueError(f"{len(contents)} chunks but {len(embeddings)} embeddings")
-    vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
-    row = (
-        await conn.execute(
-            _INSERT_MEMORY,
-            {
-                "tenant": tenant_id,
-                **msgspec.structs.asdict(memory),
-                "context": memory.title,
-                "language": language,
-                "contents": list(contents),
-                "kinds": [kinds[i] if i < len(kinds) else None for i in range(len(contents))],
-                "vectors": vectors.ravel().tolist(),
-                "dim": vectors.shape[1],
-                "job_kind": job_kind,
-            },
-        )
-    ).one_or_none()
-    return InsertedMemory(row.id, int(row.chunks), row.job_id) if row else None
+    """The memory, its chunks and a ``job_kind`` job for it; None when a current memory with
+    the same content exists (a concurrent insert): nothing written."""
+    return (await insert_memories(conn, tenant_id, [item], job_kind=job_kind))[0]
+
+
+async def insert_memories(
+    conn: AsyncConnection, tenant_id: UUID, items: Sequence[MemoryToInsert], *, job_kind: str
+) -> list[InsertedMemory | None]:
+    """``insert_memory`` for many in one statement, results in item order. The items' contents
+    must differ (a repeat would get the first one's row)."""
+    if len({item.memory.sha256 for item in items}) != len(items):
+        raise ValueError("memories inserted together must have distinct contents")
+    rows = await conn.execute(
+        _INSERT_MEMORIES, {"tenant": tenant_id, "job_kind": job_kind, **_statement_values(items)}
+    )
+    inserted = {row.n: InsertedMemory(row.id, int(row.chunks), row.job_id) for row in rows}
+    return [inserted.get(n) for n in range(len(items))]
+
+
+def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
+    """``_INSERT_MEMORIES``'s parameters apart from the tenant and the job kind."""
+    rows: list[dict[str, Any]] = []
+    chunk_of: list[int] = []
+    ordinals: list[int] = []
+    contents: list[str] = []
+    kinds: list[str | None] = []
+    vectors: list[np.ndarray] = []
+    for n, item in enumerate(items):
+        if len(item.embeddings) != len(item.contents):
+            raise ValueError(f"{len(item.contents)} chunks but {len(item.embeddings)} embeddings")
+        memory = msgspec.structs.asdict(item.memory)
+        memory["sha256"] = item.memory.sha256.hex()
+        memory["document_id"] = str(item.memory.document_id) if item.memory.document_id else None
+        rows.append({"n": n, "language": item.language, **memory})
+        count = len(item.contents)
+        chunk_of += [n] * count
+        ordinals += range(count)
+        contents += item.contents
+        kinds += [item.kinds[i] if i < len(item.kinds) else None for i in range(count)]
+        vectors.append(np.ascontiguousarray(item.embeddings, dtype=np.float32))
+    flat = np.concatenate(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+    return {
+        "items": msgspec.json.encode(rows).decode(),
+        "chunk_of": chunk_of,
+        "ordinals": ordinals,
+        "contents": contents,
+        "kinds": kinds,
+        "vectors": flat.ravel().tolist(),
+        "dim": flat.shape[1],
+    }
 
 
 async def get_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> MemoryRow | None:

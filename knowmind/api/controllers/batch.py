@@ -31,8 +31,8 @@ class BatchController(Controller):
         runtime: NamedDependency[Runtime],
         principal: NamedDependency[Principal],
     ) -> BatchOut:
-        """Store up to 100 memories: each in its own transaction (a bad item does not fail the
-        others), all new chunks embedded together. 200 with a result per item, in order."""
+        """Store up to 100 memories, all new chunks embedded together; a bad item does not fail
+        the others (``services.batch``). 200 with a result per item, in order."""
         drafts = [draft_or_error(item) for item in data.items]
         results = await remember_batch(runtime.memories, principal, drafts)
         out = [
