@@ -153,7 +153,7 @@ def test_small_embedders_keep_full_precision(empty_database_url):
 async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
     import numpy as np
 
-    from knowmind.store.memories import NewMemory, insert_memory
+    from knowmind.store.memories import MemoryToInsert, NewMemory, insert_memories
     from knowmind.store.search import MemoryFilters
     from knowmind.store.vector_search import explain_vector_search, vector_candidates
 
@@ -166,10 +166,8 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
                 "VALUES ('h', 'model-small', 8) RETURNING id"
             )
         )
-        for i, vector in enumerate(vectors):
-            stored = await insert_memory(
-                conn,
-                tenant,
+        items = [
+            MemoryToInsert(
                 NewMemory(
                     title=None,
                     content=f"text {i}",
@@ -180,12 +178,16 @@ async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
                     metadata={},
                     sha256=bytes([i]) * 32,
                 ),
-                language="simple",
-                contents=[f"text {i}"],
-                embeddings=vector[None, :],
-                job_kind="extract_mentions",  # no worker runs on this bare schema
+                "simple",
+                [f"text {i}"],
+                vector[None, :],
             )
-            assert stored is not None and stored.chunks == 1
+            for i, vector in enumerate(vectors)
+        ]
+        # all in one statement, as a batch writes them (the vectors cast to halfvec on insert);
+        # no worker runs on this bare schema
+        stored = await insert_memories(conn, tenant, items, job_kind="extract_mentions")
+        assert [s.chunks if s else 0 for s in stored] == [1] * len(vectors)
         query = vectors[3] + 0.1 * vectors[5]
         found = {}
         for path in ("exact", "hnsw"):
