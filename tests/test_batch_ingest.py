@@ -188,7 +188,8 @@ async def test_a_group_written_together_keeps_each_item_its_chunks_and_order(
         rows = (
             await conn.execute(
                 text(
-                    "SELECT m.id, m.title, c.ordinal, c.content, c.embedding::text AS vector "
+                    "SELECT m.id, m.title, c.context, c.ordinal, c.content, "
+                    "c.embedding::text AS vector "
                     "FROM chunks c JOIN memories m ON m.id = c.memory_id "
                     "ORDER BY m.created_at, c.ordinal"
                 )
@@ -198,7 +199,12 @@ async def test_a_group_written_together_keeps_each_item_its_chunks_and_order(
             await conn.execute(text("SELECT id FROM memories ORDER BY created_at DESC"))
         ).scalars()
         writers = await conn.scalar(text("SELECT count(DISTINCT xmin::text) FROM memories"))
+        jobs = dict(
+            (await conn.execute(text("SELECT id, payload ->> 'memory_id' FROM jobs"))).all()
+        )
     assert writers == 1  # one group, one transaction
+    assert {jobs[r.job_id] for r in results} == {str(r.id) for r in results}
+    assert all(row.context == row.title for row in rows)  # each chunk its own item's title
     assert [r.id for r in reversed(results)] == list(newest_first)
     assert sum(r.chunks for r in results) == len(rows)
     for result, topic in zip(results, topics, strict=True):
@@ -210,6 +216,22 @@ async def test_a_group_written_together_keeps_each_item_its_chunks_and_order(
     similarity = expected @ stored.T
     assert list(similarity.argmax(axis=1)) == list(range(len(rows)))
     assert float(similarity.diagonal().min()) > 0.99
+
+
+async def test_an_item_repeating_one_of_an_earlier_group_is_unchanged(client, db, service):
+    """A later group's items that repeat an earlier group's content are written by nobody:
+    they answer "unchanged" with the earlier item's id."""
+    memories, _ = service
+    who = await _principal(client)
+    items: list[MemoryDraft | ItemError] = [
+        MemoryDraft(content=f"Schrank {i} im Lager wurde inventarisiert.")
+        for i in range(EMBED_GROUP_CHUNKS + 2)
+    ]
+    items[-2:] = [items[0], items[1]]
+    results = await remember_batch(memories, who, items)
+    assert [r.status for r in results] == ["created"] * EMBED_GROUP_CHUNKS + ["unchanged"] * 2
+    assert [r.id for r in results[-2:]] == [results[0].id, results[1].id]
+    assert await count_rows(db, "memories", str(who.tenant_id)) == EMBED_GROUP_CHUNKS
 
 
 async def test_groups_of_long_items_are_cut_by_characters(client, db, service):

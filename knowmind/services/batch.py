@@ -1,7 +1,8 @@
 """Remember many memories at once: per-item results, batched embedding overlapped with the
 writes. A bad item does not fail the others: each embedding group is written in one transaction
 and one statement, and when that fails, each of its items is written again in a transaction of
-its own, so the results are those of one transaction per item."""
+its own, so the statuses are those of one transaction per item. A group's items become visible
+together, and list in item order; items written on their own list after their group's."""
 
 from __future__ import annotations
 
@@ -196,6 +197,7 @@ async def _store_group(
         try:
             results = await _store_together(service, who, together)
         except Exception as exc:
+            # (should the commit itself have gone through, the items now answer "unchanged")
             log.warning("batch.group_failed", items=len(together), error=type(exc).__name__)
             alone += together
     else:
