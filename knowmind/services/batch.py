@@ -13,6 +13,7 @@ from uuid import UUID
 
 import numpy as np
 import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text
@@ -214,8 +215,19 @@ async def _store_together(
     rows = [_row(service, who, p) for p in items]
     async with service.db.tenant_tx(tenant, write=True) as conn:
         stored = await insert_memories(conn, tenant, rows)
-        repeated = [p.sha for p, row in zip(items, stored, strict=True) if row is None]
-        found = await memory_store.find_by_shas(conn, tenant, repeated)
+        return await _outcomes(conn, tenant, items, stored)
+
+
+async def _outcomes(
+    conn: AsyncConnection,
+    tenant: UUID,
+    items: Sequence[_Pending],
+    stored: Sequence[memory_store.InsertedMemory | None],
+) -> list[BatchItemResult]:
+    """Created, or unchanged where a current memory had the content already (an earlier item
+    of this batch, or a concurrent write): then with that memory's id."""
+    repeated = [p.sha for p, row in zip(items, stored, strict=True) if row is None]
+    found = await memory_store.find_by_shas(conn, tenant, repeated)
     return [
         BatchItemResult(p.index, "created", id=row.id, chunks=row.chunks, job_id=row.job_id)
         if row is not None
@@ -235,24 +247,21 @@ def _row(service: MemoryService, who: Principal, p: _Pending) -> memory_store.Me
 async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> BatchItemResult:
     """One item in its own transaction; a failure rolls back this item only."""
     tenant = tenant_of(who)
-    draft = p.draft
-    assert p.embeddings is not None
-    values = memory_values(draft, p.sha)
     try:
+        row = _row(service, who, p)
         async with service.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
-                values,
-                language=service.language_of(who.language, draft.content),
-                contents=p.contents,
-                embeddings=p.embeddings,
+                row.memory,
+                language=row.language,
+                contents=row.contents,
+                embeddings=row.embeddings,
                 graph=service.graph,
-                relations=draft.relations,
+                relations=p.draft.relations,
             )
-            if stored is None:  # the same content earlier in this batch, or concurrently
-                found = await memory_store.find_by_shas(conn, tenant, [p.sha])
-                return BatchItemResult(p.index, "unchanged", id=found.get(p.sha))
+            [result] = await _outcomes(conn, tenant, [p], [stored])
+            return result
     except InvalidInputError as exc:
         return BatchItemResult(p.index, "error", error=ItemError(exc.field, exc.message))
     except KnowmindError as exc:
@@ -262,6 +271,3 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
         return BatchItemResult(
             p.index, "error", error=ItemError("", f"not stored: {type(exc).__name__}")
         )
-    return BatchItemResult(
-        p.index, "created", id=stored.id, chunks=stored.chunks, job_id=stored.job_id
-    )

@@ -157,6 +157,8 @@ async def insert_memories(
 ) -> list[InsertedMemory | None]:
     """``insert_memory`` for many in one statement, results in item order. The items' contents
     must differ (a repeat would get the first one's row)."""
+    if not items:
+        return []
     if len({item.memory.sha256 for item in items}) != len(items):
         raise ValueError("memories inserted together must have distinct contents")
     rows = await conn.execute(
@@ -187,7 +189,7 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
         contents += item.contents
         kinds += [item.kinds[i] if i < len(item.kinds) else None for i in range(count)]
         vectors.append(np.ascontiguousarray(item.embeddings, dtype=np.float32))
-    flat = np.concatenate(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+    flat = np.concatenate(vectors)
     return {
         "items": msgspec.json.encode(rows).decode(),
         "chunk_of": chunk_of,
