@@ -6,7 +6,9 @@ own HNSW index (``knowmind tenant-index --auto``; build time in scale.json's cor
 
 ``python -m benchmark.scale --out DIR`` (``make bench-scale``) writes DIR/scale.json
 (``{"runs": [{"tenant_chunks", "corpus_chunks", "concurrency", "embedding", "req_per_s",
-"p50_ms", "p95_ms", "stages_p50_ms"}], ...}``), DIR/scale.md and DIR/scale_latency.png.
+"p50_ms", "p95_ms", "stages_p50_ms"}], ...}``; 1 and 8 clients are measured in alternated
+pairs, and an 8-client run also holds each pair's ratios and their medians), DIR/scale.md and
+DIR/scale_latency.png.
 Layouts: ``full`` (one tenant of 100k chunks, one of 10k, 100 of 1k, 1,000 of 100), ``1m``
 (full plus a 1M-chunk tenant: ``--scale-1m``) and ``quick`` (CI: 3k, 1k and 100-chunk tenants).
 """
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -54,6 +57,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Passes over the questions per measurement: percentiles over 3 × 60 requests move less from
 # run to run than over 60.
 ROUNDS = 3
+# 1 and 8 clients measured in alternation, this many times (see _one_against_eight)
+PAIRS = 3
 
 
 def _layout(big: Sequence[int], thousands: int, hundreds: int) -> list[TenantSpec]:
@@ -96,35 +101,86 @@ class QueryCacheEmbedder:
         return np.asarray(self.inner.embed_passages(list(texts)), dtype=np.float32)
 
 
-async def _measure(
-    runtime: Runtime, who: Principal, queries: list[str], concurrency: int, rounds: int = 1
-) -> dict[str, Any]:
-    """Every query ``rounds`` times (in turn) by ``concurrency`` clients: throughput,
-    latency percentiles over all requests, and each stage's median."""
-    queries = queries * rounds
+@dataclass(slots=True)
+class _Sample:
+    """What one measurement saw: its requests' latencies, each stage's timings, its length."""
+
+    wall_ms: list[float] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def add(self, other: _Sample) -> _Sample:
+        self.wall_ms += other.wall_ms
+        for stage, ms in other.stages.items():
+            self.stages.setdefault(stage, []).extend(ms)
+        self.elapsed_s += other.elapsed_s
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        cuts = percentiles(self.wall_ms)
+        return {
+            "requests": len(self.wall_ms),
+            "req_per_s": round(len(self.wall_ms) / self.elapsed_s, 2),
+            "p50_ms": cuts["p50"],
+            "p95_ms": cuts["p95"],
+            "stages_p50_ms": {s: percentiles(v)["p50"] for s, v in sorted(self.stages.items())},
+        }
+
+
+async def _sample(
+    runtime: Runtime, who: Principal, queries: list[str], concurrency: int, rounds: int
+) -> _Sample:
+    """Every query ``rounds`` times (in turn) by ``concurrency`` clients."""
     semaphore = asyncio.Semaphore(concurrency)
-    wall: list[float] = []
-    stages: dict[str, list[float]] = {}
+    sample = _Sample()
 
     async def one(query: str) -> None:
         async with semaphore:
             started = time.perf_counter()
             outcome = await runtime.recall.recall(who, RecallRequest(text=query, k=10, hops=2))
-            wall.append((time.perf_counter() - started) * 1000)
+            sample.wall_ms.append((time.perf_counter() - started) * 1000)
             for stage, ms in outcome.timings_ms.items():
-                stages.setdefault(stage, []).append(ms)
+                sample.stages.setdefault(stage, []).append(ms)
 
     started = time.perf_counter()
-    await asyncio.gather(*(one(q) for q in queries))
-    elapsed = time.perf_counter() - started
-    cuts = percentiles(wall)
-    return {
-        "requests": len(queries),
-        "req_per_s": round(len(queries) / elapsed, 2),
-        "p50_ms": cuts["p50"],
-        "p95_ms": cuts["p95"],
-        "stages_p50_ms": {s: percentiles(v)["p50"] for s, v in sorted(stages.items())},
+    await asyncio.gather(*(one(q) for q in queries * rounds))
+    sample.elapsed_s = time.perf_counter() - started
+    return sample
+
+
+async def _measure(
+    runtime: Runtime, who: Principal, queries: list[str], concurrency: int, rounds: int = 1
+) -> dict[str, Any]:
+    """Every query ``rounds`` times (in turn) by ``concurrency`` clients: throughput,
+    latency percentiles over all requests, and each stage's median."""
+    return (await _sample(runtime, who, queries, concurrency, rounds)).summary()
+
+
+async def _one_against_eight(
+    runtime: Runtime, who: Principal, queries: list[str], pairs: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """1 client, then 8, ``pairs`` times in alternation: each side's requests pooled, and on
+    the 8-client side each pair's ratios (throughput, p95) and their medians. The host's speed
+    drifts by 10-20 % within minutes here; a ratio of two runs taken back to back is about the
+    server, one of runs minutes apart as much about the host."""
+    one, eight, ratios = _Sample(), _Sample(), []
+    for _ in range(pairs):
+        alone = await _sample(runtime, who, queries, 1, ROUNDS)
+        loaded = await _sample(runtime, who, queries, 8, ROUNDS)
+        one.add(alone)
+        eight.add(loaded)
+        a, b = alone.summary(), loaded.summary()
+        ratios.append(
+            {
+                "throughput_x": round(b["req_per_s"] / a["req_per_s"], 3),
+                "p95_x": round(b["p95_ms"] / a["p95_ms"], 3),
+            }
+        )
+    medians = {
+        f"{key}_median": round(float(np.median([r[key] for r in ratios])), 3)
+        for key in ("throughput_x", "p95_x")
     }
+    return one.summary(), eight.summary() | {"pairs": ratios, **medians}
 
 
 async def _hnsw_recall_at_10(
@@ -243,10 +299,13 @@ async def run_scale(
             # 100k tenant with a p95 4-5 × its p50); the cold pass is reported on its own
             cold = await _measure(runtime, who, queries, 1)
             cold_passes[str(size)] = {k: cold[k] for k in ("p50_ms", "p95_ms")}
-            for concurrency in (1, 8) if size >= min(100_000, max(targets)) else (1,):
-                for mode in ("cached", "live"):
-                    embedder.mode = mode
-                    result = await _measure(runtime, who, queries, concurrency, ROUNDS)
+            for mode in ("cached", "live"):
+                embedder.mode = mode
+                if size >= min(100_000, max(targets)):
+                    results = await _one_against_eight(runtime, who, queries, PAIRS)
+                else:
+                    results = (await _measure(runtime, who, queries, 1, ROUNDS),)
+                for concurrency, result in zip((1, 8), results, strict=False):
                     runs.append(
                         {
                             "tenant_chunks": size,

@@ -43,13 +43,27 @@ def _concurrency_lines(runs: list[dict[str, Any]]) -> list[str]:
                 if r["embedding"] == mode and r["tenant_chunks"] == size
             }
             if 1 in by_c and 8 in by_c:
-                one, eight = by_c[1], by_c[8]
                 lines.append(
                     f"- {size:,}-chunk tenant, {mode} query embedding, 8 clients vs 1: "
-                    f"throughput × {eight['req_per_s'] / one['req_per_s']:.2f}, p95 × "
-                    f"{eight['p95_ms'] / one['p95_ms']:.2f}"
+                    + _ratios(by_c[1], by_c[8])
                 )
     return lines
+
+
+def _ratios(one: dict[str, Any], eight: dict[str, Any]) -> str:
+    """Throughput and p95 of 8 clients against 1: the medians of the alternated pairs, or
+    (older results) of the two runs."""
+    pairs = eight.get("pairs")
+    if not pairs:
+        return (
+            f"throughput × {eight['req_per_s'] / one['req_per_s']:.2f}, "
+            f"p95 × {eight['p95_ms'] / one['p95_ms']:.2f}"
+        )
+    each = "; ".join(f"× {p['throughput_x']:.2f} / × {p['p95_x']:.2f}" for p in pairs)
+    return (
+        f"throughput × {eight['throughput_x_median']:.2f}, p95 × {eight['p95_x_median']:.2f} "
+        f"(medians of {len(pairs)} alternated pairs: {each})"
+    )
 
 
 def _by_ef(recall: dict[str, Any]) -> str:

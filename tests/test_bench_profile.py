@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from benchmark.scale import _measure
+from benchmark.scale import ROUNDS, _measure, _one_against_eight
 from benchmark.scale_profile import PRELOAD_OPTIONS, profile_lines, recall_profile
+from benchmark.scale_report import _ratios
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.db.migrate import upgrade
 from knowmind.runtime import Runtime
@@ -94,3 +95,32 @@ def test_a_statement_with_a_pipe_keeps_the_table_intact():
     }
     row = next(line for line in profile_lines(profile, 1000) if line.startswith("| `"))
     assert row == "| `SELECT a \\|\\| b FROM t…` | 1.0 | 1.5 | 0.5 |"
+
+
+async def test_one_and_eight_clients_alternate_in_pairs(settings, embedder):
+    """The scale benchmark's 8-client ratios: real recalls on the suite's server, each pair's
+    ratios from its own two runs, the medians over the pairs, every request pooled."""
+    runtime = await Runtime.start(settings, embedder)
+    try:
+        tenant = await runtime.admin.create_tenant("paired", "german")
+        writer = Principal(tenant.id, frozenset({"write"}))
+        for content in CONTENTS:
+            await runtime.memories.remember(writer, MemoryDraft(content=content))
+        reader = Principal(tenant.id, frozenset({"read"}), language="german")
+        one, eight = await _one_against_eight(runtime, reader, QUESTIONS, pairs=3)
+    finally:
+        await runtime.close()
+    asked = 3 * ROUNDS * len(QUESTIONS)
+    assert one["requests"] == eight["requests"] == asked
+    assert "pairs" not in one
+    assert len(eight["pairs"]) == 3
+    for key in ("throughput_x", "p95_x"):
+        ratios = sorted(p[key] for p in eight["pairs"])
+        assert all(r > 0 for r in ratios)
+        assert eight[f"{key}_median"] == ratios[1]
+    line = _ratios(one, eight)
+    assert f"throughput × {eight['throughput_x_median']:.2f}" in line
+    assert "medians of 3 alternated pairs" in line
+    # a result from before the pairs: the ratio of its two runs
+    older = {"req_per_s": 30.0, "p95_ms": 200.0}
+    assert _ratios({"req_per_s": 20.0, "p95_ms": 40.0}, older) == "throughput × 1.50, p95 × 5.00"
