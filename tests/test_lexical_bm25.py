@@ -423,3 +423,32 @@ async def test_web_search_fallback_scores_the_matching_chunks_only(db):
     assert foreign == 0
     with pytest.raises(ValueError, match="web-search"):
         replace(request, websearch=None).statement("matching")
+
+
+async def test_the_query_is_analysed_by_lexeme_look_ups_not_a_vocabulary_scan(db):
+    """The df of each query lexeme is one primary-key probe: a tenant's vocabulary of
+    thousands of lexemes is never read for a question of a few words (as a join, the planner
+    hashed all of it)."""
+    tenant_id = await new_tenant(db)
+    words = [f"Fachbegriff{i}x" for i in range(3000)]
+    filler = [" ".join(words[i : i + 30]) + " im Hafen." for i in range(0, 3000, 30)]
+    await seed(db, tenant_id, filler + CORPUS)
+    async with db.owner_tx() as conn:
+        await conn.execute(text("ANALYZE bm25_lexemes"))
+    question = "Welcher Hafen ist der größte in Deutschland?"
+    async with db.tenant_tx(tenant_id) as conn:
+        vocabulary = await conn.scalar(
+            text("SELECT count(*) FROM bm25_lexemes WHERE tenant_id = :t"), {"t": tenant_id}
+        )
+        dfs, _, _ = await lexical.analyse_query(conn, tenant_id, ["german"], question)
+        plan = await lexical.analysis_plan(conn, tenant_id, ["german"], question)
+    assert vocabulary > 3000
+    assert dfs["haf"] == len(filler) + 1 and dfs["deutschland"] == 2, dfs
+    read = [line for line in plan.splitlines() if "on bm25_lexemes" in line]
+    assert read and all("Index" in line for line in read), plan
+    # rows read from the vocabulary in all: at most one per query lexeme
+    rows_read = sum(
+        float(line.split("rows=")[1].split()[0]) * int(line.split("loops=")[1].split(")")[0])
+        for line in read
+    )
+    assert rows_read <= len(dfs), plan

@@ -17,6 +17,7 @@ __all__ = [
     "CorpusStats",
     "ScoredTerm",
     "analyse_query",
+    "analysis_plan",
     "bm25_candidates",
     "bm25_plan",
     "idf",
@@ -51,6 +52,31 @@ def idf(chunk_count: int, df: int) -> float:
     return math.log(1 + (chunk_count - df + 0.5) / (df + 0.5))
 
 
+# The query's lexemes in every analysis (the union; words dropped as stopwords of ``own`` are
+# dropped from all), each with its df, beside the tenant's corpus statistics.
+_ANALYSIS = (
+    "WITH a AS (SELECT cfg, w.lexeme, p FROM "
+    "unnest(CAST(:languages AS regconfig[])) AS cfg, "
+    "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p), "
+    "q AS (SELECT lexeme, min(p) AS pos FROM a WHERE CAST(:own AS text) IS NULL "
+    "OR p IN (SELECT p FROM a WHERE cfg = CAST(CAST(:own AS text) AS regconfig)) "
+    "GROUP BY lexeme), "
+    "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
+    # a look-up per query lexeme (a scalar subquery is never turned into a join: as one, the
+    # planner hashed the tenant's whole vocabulary for a handful of lexemes)
+    "SELECT q.lexeme, coalesce((SELECT l.df FROM bm25_lexemes l WHERE l.tenant_id = :t "
+    "AND l.lexeme = q.lexeme), 0), s.chunk_count, s.total_length, q.pos "
+    "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
+    "ORDER BY q.pos, q.lexeme"
+)
+
+
+def _analysis_params(
+    tenant_id: UUID, languages: Sequence[str], query: str, stopwords_of: str | None
+) -> dict[str, Any]:
+    return {"t": tenant_id, "languages": list(languages), "query": query, "own": stopwords_of}
+
+
 async def analyse_query(
     conn: Conn,
     tenant_id: UUID,
@@ -65,26 +91,18 @@ async def analyse_query(
 
     ``stopwords_of``: one of ``languages``, the query's own: a word it drops as a stopword is
     dropped from every analysis (an English "the" analysed as German is no content word)."""
-    rows = await fetch(
-        conn,
-        (
-            "WITH a AS (SELECT cfg, w.lexeme, p FROM "
-            "unnest(CAST(:languages AS regconfig[])) AS cfg, "
-            "unnest(to_tsvector(cfg, :query)) AS w, unnest(w.positions) AS p), "
-            "q AS (SELECT lexeme, min(p) AS pos FROM a WHERE CAST(:own AS text) IS NULL "
-            "OR p IN (SELECT p FROM a WHERE cfg = CAST(CAST(:own AS text) AS regconfig)) "
-            "GROUP BY lexeme), "
-            "s AS (SELECT chunk_count, total_length FROM bm25_corpus WHERE tenant_id = :t) "
-            "SELECT q.lexeme, coalesce(l.df, 0), s.chunk_count, s.total_length, q.pos "
-            "FROM (SELECT 1) AS one LEFT JOIN s ON true LEFT JOIN q ON true "
-            "LEFT JOIN bm25_lexemes l ON l.tenant_id = :t AND l.lexeme = q.lexeme "
-            "ORDER BY q.pos, q.lexeme"
-        ),
-        {"t": tenant_id, "languages": list(languages), "query": query, "own": stopwords_of},
-    )
+    params = _analysis_params(tenant_id, languages, query, stopwords_of)
+    rows = await fetch(conn, _ANALYSIS, params)
     stats = CorpusStats(int(rows[0][2] or 0), int(rows[0][3] or 0))
     dfs = {r[0]: int(r[1]) for r in rows if r[0] is not None}
     return dfs, {r[0]: int(r[4]) for r in rows if r[0] is not None}, stats
+
+
+async def analysis_plan(conn: Conn, tenant_id: UUID, languages: Sequence[str], query: str) -> str:
+    """The executed plan of ``analyse_query``'s statement (EXPLAIN ANALYZE), for checks."""
+    params = _analysis_params(tenant_id, languages, query, None)
+    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {_ANALYSIS}", params)
+    return "\n".join(r[0] for r in rows)
 
 
 async def similar_lexemes(
