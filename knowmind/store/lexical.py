@@ -218,19 +218,21 @@ def _bm25_sql(where: str, mode: _Mode) -> str:
             "WHERE t.tenant_id = :tenant AND t.lexeme = q.lexeme "
             "ORDER BY t.impact DESC LIMIT q.depth) p), "
             # the best chunks by what was read (a lower bound of their score) are rescored
-            # exactly: each term read only in part is looked up per candidate (index probes;
-            # OFFSET 0 keeps the planner from hashing all of a frequent term's postings)
-            f"cand AS MATERIALIZED (SELECT t.chunk_id, sum({weight}) AS partial FROM post t "
+            # exactly: the terms read to their df count as read (``complete``), and each term
+            # read only in part is looked up per candidate (index probes; OFFSET 0 keeps the
+            # planner from hashing all of a frequent term's postings). No join of candidates
+            # with postings: misjudging both as a few rows, the planner compared every pair.
+            f"cand AS MATERIALIZED (SELECT t.chunk_id, sum({weight}) AS partial, "
+            f"sum({weight}) FILTER (WHERE q.depth >= q.df) AS complete FROM post t "
             "JOIN q USING (lexeme) CROSS JOIN p GROUP BY t.chunk_id "
-            "ORDER BY partial DESC, t.chunk_id LIMIT :rescore), "
-            "found AS (SELECT post.* FROM post JOIN q USING (lexeme) JOIN cand USING (chunk_id) "
-            "WHERE q.depth >= q.df "
-            "UNION ALL SELECT x.lexeme, cand.chunk_id, x.tf, x.doc_len FROM cand "
-            "CROSS JOIN LATERAL (SELECT q.lexeme, t.tf, t.doc_len FROM q JOIN chunk_terms t "
-            "ON t.tenant_id = :tenant AND t.lexeme = q.lexeme AND t.chunk_id = cand.chunk_id "
-            "WHERE q.depth < q.df OFFSET 0) x) "
-            f"SELECT t.chunk_id, sum({weight}) AS score FROM found t JOIN q USING (lexeme) "
-            "CROSS JOIN p GROUP BY t.chunk_id"
+            "ORDER BY partial DESC, t.chunk_id LIMIT :rescore) "
+            "SELECT chunk_id, sum(part) AS score FROM ("
+            "SELECT chunk_id, complete AS part FROM cand WHERE complete IS NOT NULL "
+            f"UNION ALL SELECT cand.chunk_id, {weight.replace('q.weight', 't.weight')} "
+            "FROM cand CROSS JOIN LATERAL (SELECT q.weight, t.tf, t.doc_len FROM q "
+            "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
+            "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df OFFSET 0) t CROSS JOIN p"
+            ") AS parts GROUP BY chunk_id"
         )
     return (
         "WITH q AS MATERIALIZED (SELECT * FROM unnest(CAST(:lexemes AS text[]), "
