@@ -23,6 +23,15 @@ CONTENTS = [
 ]
 
 
+async def seeded_reader(runtime: Runtime, name: str) -> Principal:
+    """A new German tenant holding ``CONTENTS``, and a reader of it."""
+    tenant = await runtime.admin.create_tenant(name, "german")
+    writer = Principal(tenant.id, frozenset({"write"}))
+    for content in CONTENTS:
+        await runtime.memories.remember(writer, MemoryDraft(content=content))
+    return Principal(tenant.id, frozenset({"read"}), language="german")
+
+
 async def test_the_profile_counts_the_recalls_statements_and_not_its_own(
     tmp_path, embedder, settings
 ):
@@ -33,11 +42,7 @@ async def test_the_profile_counts_the_recalls_statements_and_not_its_own(
         own = settings.with_overrides(database_url=url, app_database_url=None)
         runtime = await Runtime.start(own, embedder, server)
         try:
-            tenant = await runtime.admin.create_tenant("profiled", "german")
-            writer = Principal(tenant.id, frozenset({"write"}))
-            for content in CONTENTS:
-                await runtime.memories.remember(writer, MemoryDraft(content=content))
-            reader = Principal(tenant.id, frozenset({"read"}), language="german")
+            reader = await seeded_reader(runtime, "profiled")
             profile = await recall_profile(runtime, reader, QUESTIONS, _measure)
         finally:
             await runtime.close()
@@ -102,11 +107,7 @@ async def test_one_and_eight_clients_alternate_in_pairs(settings, embedder):
     ratios from its own two runs, the medians over the pairs, every request pooled."""
     runtime = await Runtime.start(settings, embedder)
     try:
-        tenant = await runtime.admin.create_tenant("paired", "german")
-        writer = Principal(tenant.id, frozenset({"write"}))
-        for content in CONTENTS:
-            await runtime.memories.remember(writer, MemoryDraft(content=content))
-        reader = Principal(tenant.id, frozenset({"read"}), language="german")
+        reader = await seeded_reader(runtime, "paired")
         one, eight = await _one_against_eight(runtime, reader, QUESTIONS, pairs=3)
     finally:
         await runtime.close()
