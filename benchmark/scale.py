@@ -109,12 +109,11 @@ class _Sample:
     stages: dict[str, list[float]] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
-    def add(self, other: _Sample) -> _Sample:
+    def add(self, other: _Sample) -> None:
         self.wall_ms += other.wall_ms
         for stage, ms in other.stages.items():
             self.stages.setdefault(stage, []).extend(ms)
         self.elapsed_s += other.elapsed_s
-        return self
 
     def summary(self) -> dict[str, Any]:
         cuts = percentiles(self.wall_ms)

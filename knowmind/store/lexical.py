@@ -99,9 +99,16 @@ async def analyse_query(
 
 
 async def analysis_plan(conn: Conn, tenant_id: UUID, languages: Sequence[str], query: str) -> str:
-    """The executed plan of ``analyse_query``'s statement (EXPLAIN ANALYZE), for checks."""
+    """The executed plan of ``analyse_query``'s statement, for checks."""
     params = _analysis_params(tenant_id, languages, query, None)
-    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {_ANALYSIS}", params)
+    return await _executed_plan(conn, _ANALYSIS, params)
+
+
+async def _executed_plan(
+    conn: Conn, sql: str, params: dict[str, Any], *, replan: bool = False
+) -> str:
+    """``EXPLAIN (ANALYZE, COSTS OFF)`` of the statement, as text."""
+    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params, replan=replan)
     return "\n".join(r[0] for r in rows)
 
 
@@ -194,8 +201,16 @@ def posting_depths(terms: Sequence[ScoredTerm], budget: int, floor: int) -> list
     return depths
 
 
+def _posting_score(term_weight: str) -> str:
+    """BM25 of a posting ``t`` (its tf and chunk length) for a term weighing ``term_weight``
+    (its idf times its weight in the query), ``p`` holding k1, b and the mean chunk length."""
+    return (
+        f"{term_weight} * t.tf * (p.k1 + 1) / (t.tf + p.k1 * (1 - p.b + p.b * t.doc_len / p.avgdl))"
+    )
+
+
 def _bm25_sql(where: str, mode: _Mode) -> str:
-    weight = "q.weight * t.tf * (p.k1 + 1) / (t.tf + p.k1 * (1 - p.b + p.b * t.doc_len / p.avgdl))"
+    weight = _posting_score("q.weight")
     if mode == "matching":
         # the chunks matching the web-search query (GIN index), each term's posting probed
         # (an owner-run function: under row-level security ``@@`` cannot use the GIN index)
@@ -228,7 +243,7 @@ def _bm25_sql(where: str, mode: _Mode) -> str:
             "ORDER BY partial DESC, t.chunk_id LIMIT :rescore) "
             "SELECT chunk_id, sum(part) AS score FROM ("
             "SELECT chunk_id, complete AS part FROM cand WHERE complete IS NOT NULL "
-            f"UNION ALL SELECT cand.chunk_id, {weight.replace('q.weight', 't.weight')} "
+            f"UNION ALL SELECT cand.chunk_id, {_posting_score('t.weight')} "
             "FROM cand CROSS JOIN LATERAL (SELECT q.weight, t.tf, t.doc_len FROM q "
             "JOIN chunk_terms t ON t.tenant_id = :tenant AND t.lexeme = q.lexeme "
             "AND t.chunk_id = cand.chunk_id WHERE q.depth < q.df OFFSET 0) t CROSS JOIN p"
@@ -311,5 +326,4 @@ async def bm25_candidates(conn: Conn, request: BM25Request) -> list[tuple[UUID, 
 async def bm25_plan(conn: Conn, request: BM25Request) -> str:
     """The executed plan of the bounded BM25 statement (EXPLAIN ANALYZE), for checks."""
     sql, params, _ = request.statement()
-    rows = await fetch(conn, f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params, replan=True)
-    return "\n".join(r[0] for r in rows)
+    return await _executed_plan(conn, sql, params, replan=True)
