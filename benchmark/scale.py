@@ -33,6 +33,7 @@ from sqlalchemy import text
 from tqdm import tqdm
 
 from benchmark.cache import CachingEmbedder
+from benchmark.cpu import CpuClock, usable_cores
 from benchmark.runner import percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
@@ -59,6 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 3
 # 1 and 8 clients measured in alternation, this many times (see _one_against_eight)
 PAIRS = 3
+# the concurrent clients measured against one
+EIGHT = 8
 
 
 def _layout(big: Sequence[int], thousands: int, hundreds: int) -> list[TenantSpec]:
@@ -103,31 +106,45 @@ class QueryCacheEmbedder:
 
 @dataclass(slots=True)
 class _Sample:
-    """What one measurement saw: its requests' latencies, each stage's timings, its length."""
+    """What one measurement saw: its requests' latencies, each stage's timings, its length and
+    the server's CPU time in it (None: not measurable here, see ``CpuClock``)."""
 
     wall_ms: list[float] = field(default_factory=list)
     stages: dict[str, list[float]] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    cpu_s: float | None = None
 
     def add(self, other: _Sample) -> None:
         self.wall_ms += other.wall_ms
         for stage, ms in other.stages.items():
             self.stages.setdefault(stage, []).extend(ms)
         self.elapsed_s += other.elapsed_s
+        if other.cpu_s is not None:
+            self.cpu_s = (self.cpu_s or 0.0) + other.cpu_s
 
     def summary(self) -> dict[str, Any]:
         cuts = percentiles(self.wall_ms)
-        return {
-            "requests": len(self.wall_ms),
-            "req_per_s": round(len(self.wall_ms) / self.elapsed_s, 2),
+        n = len(self.wall_ms)
+        summary = {
+            "requests": n,
+            "req_per_s": round(n / self.elapsed_s, 2),
             "p50_ms": cuts["p50"],
             "p95_ms": cuts["p95"],
             "stages_p50_ms": {s: percentiles(v)["p50"] for s, v in sorted(self.stages.items())},
         }
+        if self.cpu_s is not None and n:
+            summary["cpu_ms_per_req"] = round(self.cpu_s * 1000 / n, 2)
+            summary["cores_busy"] = round(self.cpu_s / self.elapsed_s, 2)
+        return summary
 
 
 async def _sample(
-    runtime: Runtime, who: Principal, queries: list[str], concurrency: int, rounds: int
+    runtime: Runtime,
+    who: Principal,
+    queries: list[str],
+    concurrency: int,
+    rounds: int,
+    clock: CpuClock | None = None,
 ) -> _Sample:
     """Every query ``rounds`` times (in turn) by ``concurrency`` clients."""
     semaphore = asyncio.Semaphore(concurrency)
@@ -141,43 +158,67 @@ async def _sample(
             for stage, ms in outcome.timings_ms.items():
                 sample.stages.setdefault(stage, []).append(ms)
 
+    cpu_before = clock.seconds() if clock else None
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in queries * rounds))
     sample.elapsed_s = time.perf_counter() - started
+    if clock is not None and cpu_before is not None:
+        sample.cpu_s = (clock.seconds() or 0.0) - cpu_before
     return sample
 
 
 async def _measure(
-    runtime: Runtime, who: Principal, queries: list[str], concurrency: int, rounds: int = 1
+    runtime: Runtime,
+    who: Principal,
+    queries: list[str],
+    concurrency: int,
+    rounds: int = 1,
+    clock: CpuClock | None = None,
 ) -> dict[str, Any]:
     """Every query ``rounds`` times (in turn) by ``concurrency`` clients: throughput,
-    latency percentiles over all requests, and each stage's median."""
-    return (await _sample(runtime, who, queries, concurrency, rounds)).summary()
+    latency percentiles over all requests, each stage's median and (with ``clock``) the
+    server's CPU time per request."""
+    return (await _sample(runtime, who, queries, concurrency, rounds, clock)).summary()
+
+
+def _pair_ratios(alone: dict[str, Any], loaded: dict[str, Any], cores: int) -> dict[str, float]:
+    """8 clients against 1, measured back to back; with CPU times, also the core-bound
+    ceiling: the throughput of every core busy at the 8 clients' CPU per request
+    (``throughput_x_ceiling``, against 1 client's), and the 8 clients' mean latency there
+    (Little's law: clients / throughput) against 1 client's p95 (``latency_x_at_ceiling``)."""
+    ratios = {
+        "throughput_x": round(loaded["req_per_s"] / alone["req_per_s"], 3),
+        "p95_x": round(loaded["p95_ms"] / alone["p95_ms"], 3),
+    }
+    if "cpu_ms_per_req" in loaded:
+        ceiling_per_s = cores * 1000 / loaded["cpu_ms_per_req"]
+        ratios["throughput_x_ceiling"] = round(ceiling_per_s / alone["req_per_s"], 3)
+        mean_ms = EIGHT * 1000 / ceiling_per_s
+        ratios["latency_x_at_ceiling"] = round(mean_ms / alone["p95_ms"], 3)
+    return ratios
 
 
 async def _one_against_eight(
-    runtime: Runtime, who: Principal, queries: list[str], pairs: int
+    runtime: Runtime,
+    who: Principal,
+    queries: list[str],
+    pairs: int,
+    clock: CpuClock | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """1 client, then 8, ``pairs`` times in alternation: each side's requests pooled, and on
-    the 8-client side each pair's ratios (throughput, p95) and their medians. The host's speed
+    the 8-client side each pair's ratios (``_pair_ratios``) and their medians. The host's speed
     drifts by 10-20 % within minutes here; a ratio of two runs taken back to back is about the
     server, one of runs minutes apart as much about the host."""
     one, eight, ratios = _Sample(), _Sample(), []
+    cores = usable_cores()
     for _ in range(pairs):
-        alone = await _sample(runtime, who, queries, 1, ROUNDS)
-        loaded = await _sample(runtime, who, queries, 8, ROUNDS)
+        alone = await _sample(runtime, who, queries, 1, ROUNDS, clock)
+        loaded = await _sample(runtime, who, queries, EIGHT, ROUNDS, clock)
         one.add(alone)
         eight.add(loaded)
-        a, b = alone.summary(), loaded.summary()
-        ratios.append(
-            {
-                "throughput_x": round(b["req_per_s"] / a["req_per_s"], 3),
-                "p95_x": round(b["p95_ms"] / a["p95_ms"], 3),
-            }
-        )
+        ratios.append(_pair_ratios(alone.summary(), loaded.summary(), cores))
     medians = {
-        f"{key}_median": round(float(np.median([r[key] for r in ratios])), 3)
-        for key in ("throughput_x", "p95_x")
+        f"{key}_median": round(float(np.median([r[key] for r in ratios])), 3) for key in ratios[0]
     }
     return one.summary(), eight.summary() | {"pairs": ratios, **medians}
 
@@ -290,6 +331,7 @@ async def run_scale(
         runs = []
         cold_passes: dict[str, dict[str, float]] = {}
         freeze_live_objects("benchmark harness")  # the corpus pool, the cached query vectors
+        clock = await CpuClock.of_database(runtime)
         for size, target in targets.items():
             who = Principal(ids[target.name], frozenset({"read"}), language=target.language)
             embedder.mode = "cached"
@@ -301,10 +343,10 @@ async def run_scale(
             for mode in ("cached", "live"):
                 embedder.mode = mode
                 if size >= min(100_000, max(targets)):
-                    results = await _one_against_eight(runtime, who, queries, PAIRS)
+                    results = await _one_against_eight(runtime, who, queries, PAIRS, clock)
                 else:
-                    results = (await _measure(runtime, who, queries, 1, ROUNDS),)
-                for concurrency, result in zip((1, 8), results, strict=False):
+                    results = (await _measure(runtime, who, queries, 1, ROUNDS, clock),)
+                for concurrency, result in zip((1, EIGHT), results, strict=False):
                     runs.append(
                         {
                             "tenant_chunks": size,
@@ -346,7 +388,8 @@ async def run_scale(
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
             "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
             "ingest": await measure_ingest(runtime, model, *ingest_texts_and_rounds),
-            "cores": os.cpu_count(),
+            "cores": usable_cores(),
+            "cpu_measured": clock.postmaster is not None,
         }
     finally:
         await runtime.close()

@@ -15,11 +15,13 @@ TABLE_STAGES = (*STAGES[:-1], "queue", "total")
 
 
 def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
+    """One row per run; the server's CPU per request where it was measured (older results and
+    a database on another host have none)."""
     lines = [
         "| tenant chunks | clients | query embedding | req/s | p50 ms | p95 ms | "
         + " | ".join(f"{s} p50" for s in TABLE_STAGES)
-        + " |",
-        "|---" * (6 + len(TABLE_STAGES)) + "|",
+        + " | CPU ms per request | cores busy |",
+        "|---" * (8 + len(TABLE_STAGES)) + "|",
     ]
     for run in runs:
         stages = run["stages_p50_ms"]
@@ -27,12 +29,12 @@ def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
             f"| {run['tenant_chunks']:,} | {run['concurrency']} | {run['embedding']} | "
             f"{run['req_per_s']} | {run['p50_ms']} | {run['p95_ms']} | "
             + " | ".join(str(stages.get(s, "–")) for s in TABLE_STAGES)
-            + " |"
+            + f" | {run.get('cpu_ms_per_req', '–')} | {run.get('cores_busy', '–')} |"
         )
     return lines
 
 
-def _concurrency_lines(runs: list[dict[str, Any]]) -> list[str]:
+def _concurrency_lines(runs: list[dict[str, Any]], cores: int | None) -> list[str]:
     """8 clients against 1, for every tenant size measured both ways."""
     lines = []
     for size in sorted({r["tenant_chunks"] for r in runs}):
@@ -45,14 +47,14 @@ def _concurrency_lines(runs: list[dict[str, Any]]) -> list[str]:
             if 1 in by_c and 8 in by_c:
                 lines.append(
                     f"- {size:,}-chunk tenant, {mode} query embedding, 8 clients vs 1: "
-                    + _ratios(by_c[1], by_c[8])
+                    + _ratios(by_c[1], by_c[8], cores)
                 )
     return lines
 
 
-def _ratios(one: dict[str, Any], eight: dict[str, Any]) -> str:
+def _ratios(one: dict[str, Any], eight: dict[str, Any], cores: int | None = None) -> str:
     """Throughput and p95 of 8 clients against 1: the medians of the alternated pairs, or
-    (older results) of the two runs."""
+    (older results) of the two runs; and, where CPU was measured, the core-bound ceiling."""
     pairs = eight.get("pairs")
     if not pairs:
         return (
@@ -60,9 +62,19 @@ def _ratios(one: dict[str, Any], eight: dict[str, Any]) -> str:
             f"p95 × {eight['p95_ms'] / one['p95_ms']:.2f}"
         )
     each = "; ".join(f"× {p['throughput_x']:.2f} / × {p['p95_x']:.2f}" for p in pairs)
-    return (
+    line = (
         f"throughput × {eight['throughput_x_median']:.2f}, p95 × {eight['p95_x_median']:.2f} "
         f"(medians of {len(pairs)} alternated pairs: {each})"
+    )
+    if "throughput_x_ceiling_median" not in eight:
+        return line
+    return line + (
+        f". Server CPU per request (this process and PostgreSQL): {one['cpu_ms_per_req']} ms "
+        f"with 1 client ({one['cores_busy']} cores busy), {eight['cpu_ms_per_req']} ms with 8 "
+        f"({eight['cores_busy']} busy). With every one of {cores or 'the'} cores busy at that, "
+        f"8 clients get at most × {eight['throughput_x_ceiling_median']:.2f} of 1 client's "
+        "throughput, and their mean latency there is "
+        f"× {eight['latency_x_at_ceiling_median']:.2f} of 1 client's p95 (medians over the pairs)"
     )
 
 
@@ -118,7 +130,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         "",
         *_runs_table(scale["runs"]),
         "",
-        *_concurrency_lines(scale["runs"]),
+        *_concurrency_lines(scale["runs"], scale.get("cores")),
         *_cold_pass_line(scale.get("cold_pass_1_client")),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
         f"{recall['queries']} real questions): {recall['recall_at_10']} as the vector stage "
