@@ -19,31 +19,17 @@ from pathlib import Path
 
 from sqlalchemy import text
 
+from knowmind.db.embedded import process_stat
 from knowmind.runtime import Runtime
 
-__all__ = ["CpuClock", "usable_cores"]
+__all__ = ["CpuClock"]
 
 _PROC = Path("/proc")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity), else the machine's."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def _stat(pid: int | str) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state first), or None."""
-    try:
-        line = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    return line.rsplit(")", 1)[1].split()
-
-
 def _run_time_s(pid: int | str, fields: list[str]) -> float:
+    """A process's run time: ``schedstat``'s, else its user and system clock ticks."""
     try:
         return int((_PROC / str(pid) / "schedstat").read_text().split()[0]) / 1e9
     except (OSError, ValueError, IndexError):
@@ -62,10 +48,10 @@ class CpuClock:
         """The clock of ``runtime``'s database: the parent of one of its backends."""
         async with runtime.db.owner_tx() as conn:
             backend = int(await conn.scalar(text("SELECT pg_backend_pid()")))
-        fields = _stat(backend)
-        if fields is None or not _command(backend).startswith("postgres"):
+        stat_of = process_stat(backend)
+        if stat_of is None or not stat_of[0].startswith("postgres"):
             return cls(None)  # another host's (or container's) server
-        return cls(int(fields[1]))
+        return cls(int(stat_of[1][1]))
 
     def seconds(self) -> float | None:
         if self.postmaster is None:
@@ -78,14 +64,7 @@ class CpuClock:
         for entry in _PROC.iterdir():
             if not entry.name.isdigit():
                 continue
-            fields = _stat(entry.name)
-            if fields is not None and self.postmaster in (int(entry.name), int(fields[1])):
-                total += _run_time_s(entry.name, fields)
+            stat_of = process_stat(entry.name)
+            if stat_of is not None and self.postmaster in (int(entry.name), int(stat_of[1][1])):
+                total += _run_time_s(entry.name, stat_of[1])
         return total
-
-
-def _command(pid: int) -> str:
-    try:
-        return (_PROC / str(pid) / "comm").read_text().strip()
-    except OSError:
-        return ""

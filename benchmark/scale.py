@@ -34,7 +34,7 @@ from sqlalchemy import text
 from tqdm import tqdm
 
 from benchmark.cache import CachingEmbedder
-from benchmark.cpu import CpuClock, usable_cores
+from benchmark.cpu import CpuClock
 from benchmark.runner import percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
@@ -44,7 +44,7 @@ from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.tenant_index import TenantIndexService
-from knowmind.settings import Settings
+from knowmind.settings import Settings, available_cores
 from knowmind.store.search import MemoryFilters
 from knowmind.store.vector_search import (
     VectorPath,
@@ -163,8 +163,9 @@ async def _sample(
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in queries * rounds))
     sample.elapsed_s = time.perf_counter() - started
-    if clock is not None and cpu_before is not None:
-        sample.cpu_s = (clock.seconds() or 0.0) - cpu_before
+    cpu_after = clock.seconds() if clock else None
+    if cpu_before is not None and cpu_after is not None:
+        sample.cpu_s = cpu_after - cpu_before
     return sample
 
 
@@ -211,7 +212,7 @@ async def _one_against_eight(
     drifts by 10-20 % within minutes here; a ratio of two runs taken back to back is about the
     server, one of runs minutes apart as much about the host."""
     one, eight, ratios = _Sample(), _Sample(), []
-    cores = usable_cores()
+    cores = available_cores()
     for _ in range(pairs):
         alone = await _sample(runtime, who, queries, 1, ROUNDS, clock)
         loaded = await _sample(runtime, who, queries, EIGHT, ROUNDS, clock)
@@ -389,7 +390,7 @@ async def run_scale(
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
             "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
             "ingest": await measure_ingest(runtime, model, *ingest_texts_and_rounds),
-            "cores": usable_cores(),
+            "cores": available_cores(),
             "cpu_measured": clock.postmaster is not None,
         }
     finally:

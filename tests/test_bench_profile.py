@@ -9,7 +9,7 @@ import uuid
 
 from sqlalchemy import text
 
-from benchmark.cpu import CpuClock, usable_cores
+from benchmark.cpu import CpuClock
 from benchmark.scale import ROUNDS, _measure, _one_against_eight
 from benchmark.scale_profile import PRELOAD_OPTIONS, profile_lines, recall_profile
 from benchmark.scale_report import _ratios
@@ -18,6 +18,7 @@ from knowmind.db.migrate import upgrade
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
+from knowmind.settings import available_cores
 
 QUESTIONS = ["Wo steht der Server?", "Wer betreut das Backup?", "Wann läuft der Wartungsvertrag?"]
 CONTENTS = [
@@ -149,7 +150,7 @@ async def test_one_and_eight_clients_alternate_in_pairs(settings, embedder):
     # the server's CPU: no side keeps more cores busy than there are, so no pair beats its
     # ceiling (a process's run time is read up to a scheduler tick late: 5 % on runs this short;
     # counting a process twice would be 50 % and more)
-    cores = usable_cores()
+    cores = available_cores()
     for side in (one, eight):
         assert side["cpu_ms_per_req"] > 0 and 0 < side["cores_busy"] <= cores * 1.05
     assert all(p["throughput_x"] <= p["throughput_x_ceiling"] * 1.05 for p in eight["pairs"])

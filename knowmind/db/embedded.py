@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import structlog
 
-__all__ = ["EmbeddedPostgres", "EmbeddedPostgresError"]
+__all__ = ["EmbeddedPostgres", "EmbeddedPostgresError", "process_stat"]
 
 log = structlog.get_logger(__name__)
 
@@ -48,18 +48,20 @@ OS_USER_WHEN_ROOT = "embedded_postgres"
 MAX_SOCKET_DIR_CHARS = 90  # unix socket paths are limited to 107 bytes
 
 
-def _process_state(pid: int) -> str | None:
-    """The process's state letter from /proc (``Z``: zombie), or None when it is gone."""
+def process_stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """``/proc/PID/stat`` of a process: its command name and the fields after it (state, parent
+    pid, …, ``proc(5)``'s numbering less 3), or None when it is gone."""
     try:
         stat_line = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat_line.rsplit(")", 1)[-1].split()[0]
+    command, fields = stat_line.rsplit(")", 1)
+    return command.split("(", 1)[-1], fields.split()
 
 
 def _process_alive(pid: int) -> bool:
-    state = _process_state(pid)
-    return state is not None and state != "Z"
+    stat_of = process_stat(pid)
+    return stat_of is not None and stat_of[1][0] != "Z"  # Z: a zombie
 
 
 def _processes_in(directory: Path) -> bool:
