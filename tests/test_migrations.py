@@ -240,3 +240,85 @@ def test_halfvec_storage_is_searched_through_its_index(empty_database_url):
     )
     assert [m for _, m, _ in own] == [m for _, m, _ in exact]
     assert "Index Scan using chunks_embedding_t_" in plan, plan
+
+
+async def _embedding_storage(url: str) -> dict[str, str]:
+    engine = make_engine(url, 1)
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT attrelid::regclass::text, attstorage::text FROM pg_attribute"
+                " WHERE attname = 'embedding' AND attrelid IN ('chunks'::regclass,"
+                " 'summary_nodes'::regclass)"
+            )
+        )
+        storage = {str(table): str(kind) for table, kind in rows}
+    await engine.dispose()
+    return storage
+
+
+async def _long_chunk_embedding_out_of_line(url: str, dim: int) -> bool:
+    """Store one memory whose row passes the TOAST threshold (long text beside the vector);
+    whether its embedding went to the TOAST relation."""
+    import numpy as np
+
+    from knowmind.store.memories import MemoryToInsert, NewMemory, insert_memories
+
+    content = " ".join(f"Satz {i} über Speicher und Vektoren." for i in range(60))
+    engine = make_engine(url, 1)
+    async with engine.begin() as conn:  # as the owner: no RLS to set up in this bare schema
+        tenant = await conn.scalar(
+            text(
+                "INSERT INTO tenants (name, embedding_model, embedding_dim) "
+                f"VALUES ('t', 'model-small', {dim}) RETURNING id"
+            )
+        )
+        vector = np.random.default_rng(7).standard_normal((1, dim)).astype(np.float32)
+        draft = NewMemory(
+            title=None,
+            content=content,
+            memory_type="semantic",
+            tags=[],
+            source=None,
+            domain=None,
+            metadata={},
+            sha256=b"\x01" * 32,
+        )
+        item = MemoryToInsert(draft, "german", [content], vector)
+        await insert_memories(conn, tenant, [item], job_kind="extract_mentions")
+        row_bytes, external = (
+            await conn.execute(
+                text(
+                    "SELECT pg_column_size(c.*), pg_column_toast_chunk_id(embedding) IS NOT NULL"
+                    " FROM chunks c WHERE tenant_id = :t"
+                ),
+                {"t": tenant},
+            )
+        ).one()
+    await engine.dispose()
+    assert row_bytes > 2032, "the row must pass the TOAST threshold for this test to mean much"
+    return bool(external)
+
+
+def test_small_embeddings_stay_in_their_rows(empty_database_url):
+    upgrade(empty_database_url, "model-small", 384)
+    assert asyncio.run(_embedding_storage(empty_database_url)) == {
+        "chunks": "p",
+        "summary_nodes": "p",
+    }
+    assert not asyncio.run(_long_chunk_embedding_out_of_line(empty_database_url, 384))
+    downgrade(empty_database_url, "0014")  # back to pgvector's default: out of line again
+    assert set(asyncio.run(_embedding_storage(empty_database_url)).values()) == {"e"}
+
+
+@pytest.mark.parametrize(
+    ("dim", "storage", "expected"), [(1024, "halfvec", "p"), (1536, "vector", "e")]
+)
+def test_only_embeddings_of_at_most_half_a_page_are_kept_inline(
+    empty_database_url, dim, storage, expected
+):
+    upgrade(empty_database_url, "model-large", dim, embedding_storage=storage)
+    assert asyncio.run(_embedding_storage(empty_database_url)) == {
+        "chunks": expected,
+        "summary_nodes": expected,
+    }
