@@ -40,14 +40,16 @@ def empty_database_url(pg_server) -> str:
 
 
 async def table_names(url: str) -> set[str]:
+    rows = await _rows(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    return {name for (name,) in rows}
+
+
+async def _rows(url: str, sql: str) -> list[tuple]:
     engine = make_engine(url, 1)
     async with engine.connect() as conn:
-        rows = await conn.execute(
-            text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-        )
-        names = set(rows.scalars())
+        rows = [tuple(row) for row in await conn.execute(text(sql))]
     await engine.dispose()
-    return names
+    return rows
 
 
 def test_empty_to_head_and_back(empty_database_url):
@@ -68,20 +70,14 @@ def test_empty_to_head_and_back(empty_database_url):
 def test_vector_column_takes_the_embedder_dimension(empty_database_url):
     url = empty_database_url
     upgrade(url, "model-y", 12)
-
-    async def column_type() -> str:
-        engine = make_engine(url, 1)
-        async with engine.connect() as conn:
-            value = await conn.scalar(
-                text(
-                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                    "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
-                )
-            )
-        await engine.dispose()
-        return value
-
-    assert asyncio.run(column_type()) == "vector(12)"
+    rows = asyncio.run(
+        _rows(
+            url,
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'",
+        )
+    )
+    assert rows == [("vector(12)",)]
 
 
 def test_cli_admin_on_an_unmigrated_database_says_to_migrate(empty_database_url):
@@ -243,18 +239,13 @@ def test_halfvec_storage_is_searched_through_its_index(empty_database_url):
 
 
 async def _embedding_storage(url: str) -> dict[str, str]:
-    engine = make_engine(url, 1)
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(
-                "SELECT attrelid::regclass::text, attstorage::text FROM pg_attribute"
-                " WHERE attname = 'embedding' AND attrelid IN ('chunks'::regclass,"
-                " 'summary_nodes'::regclass)"
-            )
-        )
-        storage = {str(table): str(kind) for table, kind in rows}
-    await engine.dispose()
-    return storage
+    rows = await _rows(
+        url,
+        "SELECT attrelid::regclass::text, attstorage::text FROM pg_attribute"
+        " WHERE attname = 'embedding' AND attrelid IN ('chunks'::regclass,"
+        " 'summary_nodes'::regclass)",
+    )
+    return {str(table): str(kind) for table, kind in rows}
 
 
 async def _long_chunk_embedding_out_of_line(url: str, dim: int) -> bool:
