@@ -53,8 +53,8 @@ def _embedding_column(table: str) -> tuple[str, int]:
 
 def upgrade() -> None:
     for table in TABLES:
-        type_name, dims = _embedding_column(table)
-        if dims * ELEMENT_BYTES.get(type_name, MAX_INLINE_BYTES) <= MAX_INLINE_BYTES:
+        type_name, dims = _embedding_column(table)  # dims -1: a column without a dimension
+        if 0 < dims * ELEMENT_BYTES.get(type_name, MAX_INLINE_BYTES) <= MAX_INLINE_BYTES:
             op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE PLAIN")
 
 
