@@ -15,8 +15,8 @@ for the rest). A value of more than ``MAX_INLINE_BYTES`` (half a heap page: ``ve
 1,024 dimensions, ``halfvec`` above 2,048) keeps the default: its row could not always fit.
 
 New and rewritten rows follow the new storage; rows written before this migration keep their
-vectors out of line until the table is rewritten (``VACUUM FULL chunks``, which takes an
-exclusive lock and rebuilds the indexes: a maintenance window's job, not a migration's).
+vectors out of line until the tables are rewritten (``VACUUM FULL chunks, summary_nodes``: an
+exclusive lock and the indexes rebuilt, a maintenance window's job, not a migration's).
 """
 
 from __future__ import annotations
@@ -29,32 +29,27 @@ down_revision = "0014"
 branch_labels = None
 depends_on = None
 
-TABLES = ("chunks", "summary_nodes")
+TABLES = ("chunks", "summary_nodes")  # both columns are of the type the schema records
 ELEMENT_BYTES = {"vector": 4, "halfvec": 2}
 MAX_INLINE_BYTES = 4096
 
 
-def _embedding_column(table: str) -> tuple[str, int]:
-    """(type name, dimensions) of ``table.embedding``."""
-    row = (
-        op.get_bind()
-        .execute(
-            text(
-                "SELECT t.typname, a.atttypmod FROM pg_attribute a JOIN pg_type t"
-                " ON t.oid = a.atttypid WHERE a.attrelid = CAST(:table AS regclass)"
-                " AND a.attname = 'embedding'"
-            ),
-            {"table": table},
+def _vector_bytes() -> int:
+    """The bytes of one embedding, from what ``knowmind_meta`` records of the schema's vectors
+    (their dimension and type, both chosen when the schema was created)."""
+    rows = op.get_bind().execute(
+        text(
+            "SELECT key, value FROM knowmind_meta"
+            " WHERE key IN ('embedding_dim', 'embedding_storage')"
         )
-        .one()
     )
-    return str(row[0]), int(row[1])
+    meta = {str(key): str(value) for key, value in rows}
+    return int(meta["embedding_dim"]) * ELEMENT_BYTES[meta["embedding_storage"]]
 
 
 def upgrade() -> None:
-    for table in TABLES:
-        type_name, dims = _embedding_column(table)  # dims -1: a column without a dimension
-        if 0 < dims * ELEMENT_BYTES.get(type_name, MAX_INLINE_BYTES) <= MAX_INLINE_BYTES:
+    if _vector_bytes() <= MAX_INLINE_BYTES:
+        for table in TABLES:
             op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE PLAIN")
 
 
