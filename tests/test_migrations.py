@@ -146,38 +146,47 @@ def test_small_embedders_keep_full_precision(empty_database_url):
     assert "vector_cosine_ops" in index
 
 
+async def _bare_tenant(conn, name: str, dim: int):
+    """A tenant inserted as the owner (no RLS to set up in the bare migrated schema)."""
+    return await conn.scalar(
+        text(
+            "INSERT INTO tenants (name, embedding_model, embedding_dim) "
+            "VALUES (:name, 'model-small', :dim) RETURNING id"
+        ),
+        {"name": name, "dim": dim},
+    )
+
+
+def _one_chunk_memory(content: str, language: str, vector, sha256: bytes):
+    """A memory of one chunk (``content``) with its embedding, as ``insert_memories`` takes it."""
+    from knowmind.store.memories import MemoryToInsert, NewMemory
+
+    draft = NewMemory(
+        title=None,
+        content=content,
+        memory_type="semantic",
+        tags=[],
+        source=None,
+        domain=None,
+        metadata={},
+        sha256=sha256,
+    )
+    return MemoryToInsert(draft, language, [content], vector[None, :])
+
+
 async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:
     import numpy as np
 
-    from knowmind.store.memories import MemoryToInsert, NewMemory, insert_memories
+    from knowmind.store.memories import insert_memories
     from knowmind.store.search import MemoryFilters
     from knowmind.store.vector_search import explain_vector_search, vector_candidates
 
     engine = make_engine(url, 1)
     vectors = np.eye(8, dtype=np.float32)
-    async with engine.begin() as conn:  # as the owner: no RLS to set up in this bare schema
-        tenant = await conn.scalar(
-            text(
-                "INSERT INTO tenants (name, embedding_model, embedding_dim) "
-                "VALUES ('h', 'model-small', 8) RETURNING id"
-            )
-        )
+    async with engine.begin() as conn:
+        tenant = await _bare_tenant(conn, "h", 8)
         items = [
-            MemoryToInsert(
-                NewMemory(
-                    title=None,
-                    content=f"text {i}",
-                    memory_type="semantic",
-                    tags=[],
-                    source=None,
-                    domain=None,
-                    metadata={},
-                    sha256=bytes([i]) * 32,
-                ),
-                "simple",
-                [f"text {i}"],
-                vector[None, :],
-            )
+            _one_chunk_memory(f"text {i}", "simple", vector, bytes([i]) * 32)
             for i, vector in enumerate(vectors)
         ]
         # all in one statement, as a batch writes them (the vectors cast to halfvec on insert);
@@ -253,29 +262,14 @@ async def _long_chunk_embedding_out_of_line(url: str, dim: int) -> bool:
     whether its embedding went to the TOAST relation."""
     import numpy as np
 
-    from knowmind.store.memories import MemoryToInsert, NewMemory, insert_memories
+    from knowmind.store.memories import insert_memories
 
     content = " ".join(f"Satz {i} über Speicher und Vektoren." for i in range(60))
+    vector = np.random.default_rng(7).standard_normal(dim).astype(np.float32)
     engine = make_engine(url, 1)
-    async with engine.begin() as conn:  # as the owner: no RLS to set up in this bare schema
-        tenant = await conn.scalar(
-            text(
-                "INSERT INTO tenants (name, embedding_model, embedding_dim) "
-                f"VALUES ('t', 'model-small', {dim}) RETURNING id"
-            )
-        )
-        vector = np.random.default_rng(7).standard_normal((1, dim)).astype(np.float32)
-        draft = NewMemory(
-            title=None,
-            content=content,
-            memory_type="semantic",
-            tags=[],
-            source=None,
-            domain=None,
-            metadata={},
-            sha256=b"\x01" * 32,
-        )
-        item = MemoryToInsert(draft, "german", [content], vector)
+    async with engine.begin() as conn:
+        tenant = await _bare_tenant(conn, "t", dim)
+        item = _one_chunk_memory(content, "german", vector, b"\x01" * 32)
         await insert_memories(conn, tenant, [item], job_kind="extract_mentions")
         row_bytes, external = (
             await conn.execute(
