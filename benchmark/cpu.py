@@ -25,7 +25,7 @@ from knowmind.runtime import Runtime
 __all__ = ["CpuClock"]
 
 _PROC = Path("/proc")
-_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")  # Linux, as /proc is
 
 
 def _run_time_s(pid: int | str, fields: list[str]) -> float:
