@@ -158,7 +158,6 @@ class Runtime:
             settings.database.db_pool_size,
             graph_mirror=bool(settings.graph.neo4j_url),
             tenant_scope=settings.database.tenant_scope,
-            backend_nice=settings.database.db_backend_nice,
         )
         executor = EmbeddingExecutor(
             embedder,

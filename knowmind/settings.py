@@ -127,14 +127,6 @@ class DatabaseSettings:
             "this under the server's max_connections"
         },
     )
-    db_backend_nice: int = field(
-        default=10,
-        metadata={
-            "doc": "Nice value (0-19) of this server's PostgreSQL backends when the database "
-            "runs on this host and is reached over its Unix socket (the embedded one): they "
-            "yield the cores to the server process that feeds them; 0 = leave them as they are"
-        },
-    )
     embedding_storage: str = field(
         default="auto",
         metadata={
@@ -506,8 +498,6 @@ class Settings:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be ≥ 0")
         if self.recall.graph_hit_wait_seconds < 0:
             raise SettingsError("KNOWMIND_GRAPH_HIT_WAIT_SECONDS must be ≥ 0")
-        if not 0 <= self.database.db_backend_nice <= 19:
-            raise SettingsError("KNOWMIND_DB_BACKEND_NICE must be between 0 and 19")
         if self.database.embedding_storage not in {"auto", "vector", "halfvec"}:
             raise SettingsError("KNOWMIND_EMBEDDING_STORAGE must be auto, vector or halfvec")
         if self.database.tenant_scope not in {"session", "transaction"}:

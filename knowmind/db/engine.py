@@ -15,7 +15,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from knowmind.db.backend_priority import yield_to_server
 from knowmind.db.reader import ReadPool
 from knowmind.db.tenant_scope import set_tenant_sql
 
@@ -78,20 +77,8 @@ def _session_settings(graph_mirror: bool, tenant_scope: str = "session") -> dict
     return settings | (CITUS_SETTINGS if tenant_scope == "transaction" else {})
 
 
-def _backends_yield(engine: AsyncEngine, nice: int) -> None:
-    """Each new connection's backend gets ``nice`` (``db.backend_priority``)."""
-
-    @event.listens_for(engine.sync_engine.pool, "connect")
-    def _renice(dbapi_connection: Any, _record: Any) -> None:
-        yield_to_server(dbapi_connection.driver_connection, nice)
-
-
 def make_engine(
-    url: str,
-    pool_size: int,
-    graph_mirror: bool = True,
-    tenant_scope: str = "session",
-    backend_nice: int = 0,
+    url: str, pool_size: int, graph_mirror: bool = True, tenant_scope: str = "session"
 ) -> AsyncEngine:
     settings = _session_settings(graph_mirror, tenant_scope)
     engine = create_async_engine(
@@ -108,8 +95,6 @@ def make_engine(
         connect_args={"server_settings": settings},
     )
     _ping_when_idle(engine)
-    if backend_nice > 0:
-        _backends_yield(engine, backend_nice)
     return engine
 
 
@@ -145,23 +130,18 @@ class Database:
         pool_size: int,
         graph_mirror: bool = True,
         tenant_scope: str = "session",
-        backend_nice: int = 0,
     ) -> Database:
-        """``tenant_scope``: ``session`` or ``transaction`` (``KNOWMIND_TENANT_SCOPE``);
-        ``backend_nice``: the nice value of the backends, when on this host
-        (``KNOWMIND_DB_BACKEND_NICE``, see ``db.backend_priority``)."""
-        app = app_url or app_url_for(owner_url)
+        """``tenant_scope``: ``session`` or ``transaction`` (``KNOWMIND_TENANT_SCOPE``)."""
         return cls(
-            owner=make_engine(
-                owner_url, max(2, pool_size // 4), graph_mirror, tenant_scope, backend_nice
+            owner=make_engine(owner_url, max(2, pool_size // 4), graph_mirror, tenant_scope),
+            app=make_engine(
+                app_url or app_url_for(owner_url), pool_size, graph_mirror, tenant_scope
             ),
-            app=make_engine(app, pool_size, graph_mirror, tenant_scope, backend_nice),
             reader=ReadPool(
-                normalise_url(app),
+                normalise_url(app_url or app_url_for(owner_url)),
                 pool_size,
                 _session_settings(graph_mirror, tenant_scope),
                 per_transaction=tenant_scope == "transaction",
-                backend_nice=backend_nice,
             ),
         )
 

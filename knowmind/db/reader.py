@@ -12,7 +12,6 @@ from uuid import UUID
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import make_url
 
-from knowmind.db.backend_priority import yield_to_server
 from knowmind.db.tenant_scope import set_tenant_sql
 
 __all__ = ["NEAREST_SESSION", "ReadPool", "ReaderConnection"]
@@ -79,13 +78,10 @@ _PROFILE_SETTINGS: dict[Profile, dict[str, str]] = {
 }
 
 
-def _marked(
-    profile: Profile, backend_nice: int
-) -> Callable[[ReaderConnection], Coroutine[Any, Any, None]]:
+def _marked(profile: Profile) -> Callable[[ReaderConnection], Coroutine[Any, Any, None]]:
     async def init(conn: ReaderConnection) -> None:
         conn.custom_plans = profile != "auto"
         conn.nearest = profile == "nearest"
-        yield_to_server(conn, backend_nice)
 
     return init
 
@@ -105,18 +101,12 @@ class ReadPool:
     ``per_transaction`` (``KNOWMIND_TENANT_SCOPE=transaction``, for Citus, which forwards only
     ``SET LOCAL``) each use is one read-only transaction that sets the tenant locally. No pre-ping
     (asyncpg notices a closed socket itself and reconnects on the next acquire), no reset
-    query. ``backend_nice``: see ``db.backend_priority``."""
+    query."""
 
     def __init__(
-        self,
-        url: str,
-        size: int,
-        settings: dict[str, str],
-        per_transaction: bool = False,
-        backend_nice: int = 0,
+        self, url: str, size: int, settings: dict[str, str], per_transaction: bool = False
     ) -> None:
         self._per_transaction = per_transaction
-        self._backend_nice = backend_nice
         self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
         self._size = size
         self._settings = {**settings, "default_transaction_read_only": "on"}
@@ -132,7 +122,7 @@ class ReadPool:
                         min_size=0,
                         max_size=self._size,
                         reset=_keep_session,
-                        init=_marked(profile, self._backend_nice),
+                        init=_marked(profile),
                         server_settings={**self._settings, **_PROFILE_SETTINGS[profile]},
                         connection_class=ReaderConnection,
                     )
