@@ -70,14 +70,8 @@ def test_empty_to_head_and_back(empty_database_url):
 def test_vector_column_takes_the_embedder_dimension(empty_database_url):
     url = empty_database_url
     upgrade(url, "model-y", 12)
-    rows = asyncio.run(
-        _rows(
-            url,
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-            "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'",
-        )
-    )
-    assert rows == [("vector(12)",)]
+    column, _, _ = asyncio.run(_embedding_type(url))
+    assert column == "vector(12)"
 
 
 def test_cli_admin_on_an_unmigrated_database_says_to_migrate(empty_database_url):
@@ -108,22 +102,15 @@ def test_another_embedder_is_refused(empty_database_url):
 
 
 async def _embedding_type(url: str) -> tuple[str, str, str]:
-    engine = make_engine(url, 1)
-    async with engine.connect() as conn:
-        column = await conn.scalar(
-            text(
-                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
-            )
-        )
-        index = await conn.scalar(
-            text("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_embedding'")
-        )
-        stored = await conn.scalar(
-            text("SELECT value FROM knowmind_meta WHERE key = 'embedding_storage'")
-        )
-    await engine.dispose()
-    return column, index, stored
+    """(chunks.embedding's type, its HNSW index's definition, the storage knowmind_meta records)"""
+    [row] = await _rows(
+        url,
+        "SELECT (SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+        "        WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'),"
+        " (SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_embedding'),"
+        " (SELECT value FROM knowmind_meta WHERE key = 'embedding_storage')",
+    )
+    return row
 
 
 def test_large_embedders_get_halfvec_storage(empty_database_url):
