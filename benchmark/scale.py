@@ -38,6 +38,7 @@ from benchmark.cpu import CpuClock
 from benchmark.runner import percentiles
 from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
+from benchmark.scale_replicas import REPLICAS, ReplicaJob, Replicas
 from benchmark.scale_report import write_scale_report
 from benchmark.scale_storage import measure_ingest, storage_per_1k
 from knowmind.recall.base import RecallRequest
@@ -207,15 +208,38 @@ async def _one_against_eight(
     pairs: int,
     clock: CpuClock | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """1 client, then 8, ``pairs`` times in alternation: each side's requests pooled, and on
-    the 8-client side each pair's ratios (``_pair_ratios``) and their medians. The host's speed
-    drifts by 10-20 % within minutes here; a ratio of two runs taken back to back is about the
+    """1 client, then 8, ``pairs`` times in alternation (``_paired``). The host's speed drifts
+    by 10-20 % within minutes here; a ratio of two runs taken back to back is about the
     server, one of runs minutes apart as much about the host."""
-    one, eight, ratios = _Sample(), _Sample(), []
-    cores = available_cores()
+    measured = []
     for _ in range(pairs):
         alone = await _sample(runtime, who, queries, 1, ROUNDS, clock)
-        loaded = await _sample(runtime, who, queries, EIGHT, ROUNDS, clock)
+        measured.append((alone, await _sample(runtime, who, queries, EIGHT, ROUNDS, clock)))
+    return _paired(measured)
+
+
+async def _one_against_eight_replicas(job: ReplicaJob, pairs: int) -> dict[str, Any]:
+    """The same with two API replicas on this host (``benchmark.scale_replicas``): 1 client on
+    one of them, then 8 split between them, ``pairs`` times in alternation. No CPU clock: the
+    replicas are other processes."""
+    measured = []
+    async with Replicas(job) as replicas:
+        idle = [0] * (REPLICAS - 1)
+        for _ in range(pairs):
+            wall_ms, elapsed_s = await replicas.run([1, *idle], ROUNDS)
+            alone = _Sample(wall_ms, elapsed_s=elapsed_s)
+            wall_ms, elapsed_s = await replicas.run([EIGHT // REPLICAS] * REPLICAS, ROUNDS)
+            measured.append((alone, _Sample(wall_ms, elapsed_s=elapsed_s)))
+    one, eight = _paired(measured)
+    return {"replicas": REPLICAS, "clients_per_replica": EIGHT // REPLICAS, "1": one, "8": eight}
+
+
+def _paired(measured: list[tuple[_Sample, _Sample]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Alternated (1 client, 8 clients) samples: each side's requests pooled, and on the
+    8-client side each pair's ratios (``_pair_ratios``) and their medians."""
+    one, eight, ratios = _Sample(), _Sample(), []
+    cores = available_cores()
+    for alone, loaded in measured:
         one.add(alone)
         eight.add(loaded)
         ratios.append(_pair_ratios(alone.summary(), loaded.summary(), cores))
@@ -359,6 +383,18 @@ async def run_scale(
                         }
                     )
                     print(json.dumps(runs[-1]), file=sys.stderr)
+        # the largest tenant again, served by two replicas (cached query embeddings)
+        replicas = await _one_against_eight_replicas(
+            ReplicaJob(
+                settings,
+                ids[largest.name],
+                largest.language,
+                queries,
+                np.stack(query_vectors),
+            ),
+            PAIRS,
+        )
+        print(json.dumps({"replicas": replicas}), file=sys.stderr)
         profile = None
         if statements:
             embedder.mode = "cached"
@@ -385,6 +421,7 @@ async def run_scale(
                 **indexes,
             },
             "cold_pass_1_client": cold_passes,
+            "replicas": replicas | {"tenant_chunks": largest.chunks},
             "recall_profile": profile,
             "hnsw_recall_at_10": recall,
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,

@@ -117,6 +117,20 @@ def _cold_pass_line(cold: dict[str, dict[str, float]] | None) -> list[str]:
     ]
 
 
+def _replicas_line(replicas: dict[str, Any] | None) -> list[str]:
+    """8 clients against 1 with two API replicas on this host (older results have none)."""
+    if not replicas:
+        return []
+    one, eight = replicas["1"], replicas["8"]
+    return [
+        f"- {replicas['tenant_chunks']:,}-chunk tenant, cached query embedding, served by "
+        f"{replicas['replicas']} API replicas on this host ({replicas['clients_per_replica']} "
+        f"of the 8 clients each; 1 client on one of them): {eight['req_per_s']} req/s against "
+        f"{one['req_per_s']}, p95 {eight['p95_ms']} against {one['p95_ms']} ms; "
+        + _ratios(one, eight)
+    ]
+
+
 def scale_lines(scale: dict[str, Any]) -> list[str]:
     corpus, storage, ingest = scale["corpus"], scale["storage_per_1k_chunks_mb"], scale["ingest"]
     recall = scale["hnsw_recall_at_10"]
@@ -131,6 +145,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         *_runs_table(scale["runs"]),
         "",
         *_concurrency_lines(scale["runs"], scale.get("cores")),
+        *_replicas_line(scale.get("replicas")),
         *_cold_pass_line(scale.get("cold_pass_1_client")),
         f"- HNSW recall@10 against exact search ({recall['tenant_chunks']:,}-chunk tenant, "
         f"{recall['queries']} real questions): {recall['recall_at_10']} as the vector stage "

@@ -7,12 +7,14 @@ import asyncio
 import time
 import uuid
 
+import numpy as np
 from sqlalchemy import text
 
 from benchmark.cpu import CpuClock
-from benchmark.scale import ROUNDS, _measure, _one_against_eight
+from benchmark.scale import ROUNDS, _measure, _one_against_eight, _one_against_eight_replicas
 from benchmark.scale_profile import PRELOAD_OPTIONS, profile_lines, recall_profile
-from benchmark.scale_report import _ratios
+from benchmark.scale_replicas import REPLICAS, ReplicaJob
+from benchmark.scale_report import _ratios, _replicas_line
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.db.migrate import upgrade
 from knowmind.runtime import Runtime
@@ -161,3 +163,26 @@ async def test_one_and_eight_clients_alternate_in_pairs(settings, embedder):
     # a result from before the pairs: the ratio of its two runs
     older = {"req_per_s": 30.0, "p95_ms": 200.0}
     assert _ratios({"req_per_s": 20.0, "p95_ms": 40.0}, older) == "throughput × 1.50, p95 × 5.00"
+
+
+async def test_two_replicas_serve_the_eight_clients(settings, embedder):
+    """The replicas' pairs: spawned server processes on the suite's database answer real
+    recalls of one tenant, every replica its share of the 8 clients; each pair's ratios come
+    from its own two runs, and the report says what was measured."""
+    runtime = await Runtime.start(settings, embedder)
+    try:
+        reader = await seeded_reader(runtime, "replicas")
+    finally:
+        await runtime.close()
+    assert reader.tenant_id is not None
+    vectors = np.asarray(embedder.embed_queries(QUESTIONS), dtype=np.float32)
+    job = ReplicaJob(settings, reader.tenant_id, "german", QUESTIONS, vectors)
+    result = await _one_against_eight_replicas(job, pairs=2)
+    asked = 2 * ROUNDS * len(QUESTIONS)
+    assert result["1"]["requests"] == asked  # one replica serves the single client
+    assert result["8"]["requests"] == REPLICAS * asked  # and every replica its clients
+    assert [sorted(p) for p in result["8"]["pairs"]] == [["p95_x", "throughput_x"]] * 2
+    assert all(p["throughput_x"] > 0 for p in result["8"]["pairs"])
+    (line,) = _replicas_line(result | {"tenant_chunks": len(CONTENTS)})
+    assert f"{result['8']['req_per_s']} req/s against {result['1']['req_per_s']}" in line
+    assert "medians of 2 alternated pairs" in line
