@@ -391,6 +391,7 @@ async def run_scale(
                 largest.language,
                 queries,
                 np.stack(query_vectors),
+                clients=EIGHT // REPLICAS,
             ),
             PAIRS,
         )

@@ -33,13 +33,14 @@ REPLICAS = 2
 @dataclass(frozen=True, slots=True)
 class ReplicaJob:
     """What a replica serves: with the benchmark's own settings (its database), the tenant,
-    the questions and their cached vectors."""
+    the questions and their cached vectors, to at most ``clients`` clients at once."""
 
     settings: Settings
     tenant: UUID
     language: str
     queries: list[str]
     vectors: np.ndarray
+    clients: int
 
 
 def _serve(job: ReplicaJob, commands: Connection) -> None:
@@ -66,7 +67,9 @@ async def _serve_async(job: ReplicaJob, commands: Connection) -> None:
     try:
         await runtime.wait_until_warm()
         who = Principal(job.tenant, frozenset({"read"}), language=job.language)
-        await _sample(runtime, who, job.queries, 1, 1)  # warm the pools and the pages
+        # one pass at its most clients first: their pools' sessions opened (a new backend's
+        # first statements fill its catalogue caches) and the pages read
+        await _sample(runtime, who, job.queries, job.clients, 1)
         freeze_live_objects("benchmark replica")
         loop = asyncio.get_running_loop()
         commands.send("ready")

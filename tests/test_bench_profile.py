@@ -176,7 +176,7 @@ async def test_two_replicas_serve_the_eight_clients(settings, embedder):
         await runtime.close()
     assert reader.tenant_id is not None
     vectors = np.asarray(embedder.embed_queries(QUESTIONS), dtype=np.float32)
-    job = ReplicaJob(settings, reader.tenant_id, "german", QUESTIONS, vectors)
+    job = ReplicaJob(settings, reader.tenant_id, "german", QUESTIONS, vectors, clients=4)
     result = await _one_against_eight_replicas(job, pairs=2)
     asked = 2 * ROUNDS * len(QUESTIONS)
     assert result["1"]["requests"] == asked  # one replica serves the single client
