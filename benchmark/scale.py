@@ -9,7 +9,9 @@ own HNSW index (``knowmind tenant-index --auto``; build time in scale.json's cor
 "p50_ms", "p95_ms", "stages_p50_ms"}], ...}``; 1 and 8 clients are measured in alternated
 pairs, and an 8-client run also holds each pair's ratios and their medians; with the database
 on this host, every run also has the server's CPU per request and each pair its core-bound
-ceiling, see ``benchmark.cpu``), DIR/scale.md and DIR/scale_latency.png.
+ceiling, see ``benchmark.cpu``; ``replicas``: the largest tenant's 1 against 8 clients again,
+served by two API replicas on this host, see ``benchmark.scale_replicas``), DIR/scale.md and
+DIR/scale_latency.png.
 Layouts: ``full`` (one tenant of 100k chunks, one of 10k, 100 of 1k, 1,000 of 100), ``1m``
 (full plus a 1M-chunk tenant: ``--scale-1m``) and ``quick`` (CI: 3k, 1k and 100-chunk tenants).
 """
