@@ -13,6 +13,7 @@ process with its own runtime, the real model loaded and the questions' vectors c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import time
 from dataclasses import dataclass
@@ -97,25 +98,35 @@ class Replicas:
     async def __aenter__(self) -> Replicas:
         for process in self._processes:
             process.start()
-        for pipe, process in zip(self._pipes, self._processes, strict=True):
-            if await self._receive(pipe, process) != "ready":
-                raise RuntimeError("a benchmark replica did not start")
+        try:
+            for pipe, process in zip(self._pipes, self._processes, strict=True):
+                if await self._receive(pipe, process) != "ready":
+                    raise RuntimeError("a benchmark replica did not start")
+        except BaseException:
+            await self.__aexit__()  # the others stopped too: none is left waiting
+            raise
         return self
 
     async def __aexit__(self, *_: object) -> None:
         for pipe in self._pipes:
-            pipe.send(None)
+            with contextlib.suppress(OSError):  # a replica that died closed its end
+                pipe.send(None)
         for process in self._processes:
             await asyncio.to_thread(process.join, 120)
             if process.is_alive():
                 process.kill()
 
     async def _receive(self, pipe: Connection, process: Any) -> Any:
-        """The replica's next message; an error if it died instead of answering."""
+        """The replica's next message; an error if it died instead of answering (its end of
+        the pipe closed, or no message while it is gone)."""
         while not await asyncio.to_thread(pipe.poll, 1.0):
             if not process.is_alive():
-                raise RuntimeError(f"a benchmark replica exited with code {process.exitcode}")
-        return pipe.recv()
+                break
+        else:
+            with contextlib.suppress(EOFError):
+                return pipe.recv()
+        await asyncio.to_thread(process.join, 30)
+        raise RuntimeError(f"a benchmark replica exited with code {process.exitcode}")
 
     async def run(self, clients_each: list[int], rounds: int) -> tuple[list[float], float]:
         """Replica i serves ``clients_each[i]`` clients (0: it idles) at the same time: every

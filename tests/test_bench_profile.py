@@ -8,12 +8,13 @@ import time
 import uuid
 
 import numpy as np
+import pytest
 from sqlalchemy import text
 
 from benchmark.cpu import CpuClock
 from benchmark.scale import ROUNDS, _measure, _one_against_eight, _one_against_eight_replicas
 from benchmark.scale_profile import PRELOAD_OPTIONS, profile_lines, recall_profile
-from benchmark.scale_replicas import REPLICAS, ReplicaJob
+from benchmark.scale_replicas import REPLICAS, ReplicaJob, Replicas
 from benchmark.scale_report import _ratios, _replicas_line
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.db.migrate import upgrade
@@ -186,3 +187,18 @@ async def test_two_replicas_serve_the_eight_clients(settings, embedder):
     (line,) = _replicas_line(result | {"tenant_chunks": len(CONTENTS)})
     assert f"{result['8']['req_per_s']} req/s against {result['1']['req_per_s']}" in line
     assert "medians of 2 alternated pairs" in line
+
+
+async def test_a_replica_that_cannot_start_stops_the_run(settings, embedder):
+    """A replica whose server cannot start (no database there) ends the measurement with an
+    error naming its exit, and no replica is left running."""
+    unreachable = settings.with_overrides(
+        database_url="postgresql+asyncpg://knowmind@/none?host=/nonexistent"
+    )
+    vectors = np.asarray(embedder.embed_queries(QUESTIONS), dtype=np.float32)
+    job = ReplicaJob(unreachable, uuid.uuid4(), "german", QUESTIONS, vectors, clients=1)
+    replicas = Replicas(job)
+    with pytest.raises(RuntimeError, match="exited with code"):
+        async with replicas:
+            pass
+    assert not any(process.is_alive() for process in replicas._processes)
