@@ -212,10 +212,10 @@ async def _one_against_eight(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """1 client, then 8, ``pairs`` times in alternation (``_paired``), after one unmeasured
     pass at 8 clients: that opens the pools' sessions for 8 (a new backend's first statements
-    fill its catalogue caches), which the first pair's 8 clients paid for before, the lowest
-    ratio in every run until then. The host's speed drifts by 10-20 % within minutes here; a
-    ratio of two runs taken back to back is about the server, one of runs minutes apart as
-    much about the host."""
+    fill its catalogue caches), which the first pair's 8 clients paid for before (its ratio the
+    lowest of three in 7 of the 8 runs until then). The host's speed drifts by 10-20 % within
+    minutes here; a ratio of two runs taken back to back is about the server, one of runs
+    minutes apart as much about the host."""
     await _sample(runtime, who, queries, EIGHT, 1)
     measured = []
     for _ in range(pairs):
