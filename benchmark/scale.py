@@ -56,7 +56,7 @@ from knowmind.store.vector_search import (
     vector_candidates,
 )
 
-__all__ = ["LAYOUTS", "QueryCacheEmbedder", "run_scale"]
+__all__ = ["LAYOUTS", "QueryCacheEmbedder", "run_scale", "warm_runtime"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # Passes over the questions per measurement: percentiles over 3 × 60 requests move less from
@@ -66,6 +66,8 @@ ROUNDS = 3
 PAIRS = 3
 # the concurrent clients measured against one
 EIGHT = 8
+# each replica's share of them (``_one_against_eight_replicas``)
+PER_REPLICA = EIGHT // REPLICAS
 
 
 def _layout(big: Sequence[int], thousands: int, hundreds: int) -> list[TenantSpec]:
@@ -94,10 +96,13 @@ class QueryCacheEmbedder:
     query-embedding cache gives: the recall is pure server work); ``live``: every query is
     embedded by the model. Passages always go to the model."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(
+        self, inner: Any, queries: Sequence[str] = (), vectors: Sequence[np.ndarray] = ()
+    ) -> None:
+        """``queries`` and their ``vectors``: what the ``cached`` mode answers from."""
         self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
         self.mode = "live"
-        self.cached: dict[str, np.ndarray] = {}
+        self.cached: dict[str, np.ndarray] = dict(zip(queries, vectors, strict=True))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if self.mode == "cached":
@@ -106,6 +111,19 @@ class QueryCacheEmbedder:
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return np.asarray(self.inner.embed_passages(list(texts)), dtype=np.float32)
+
+
+async def warm_runtime(settings: Settings, embedder: QueryCacheEmbedder) -> Runtime:
+    """A runtime without a reranker, its models warm, started as ``knowmind serve`` starts one
+    (the reranker's load freezes the start-up heap); closed again if it cannot warm up."""
+    runtime = await Runtime.start(settings.with_overrides(reranker="none"), embedder)
+    runtime.start_loading_reranker(freeze_heap=True)
+    try:
+        await runtime.wait_until_warm()
+    except BaseException:
+        await runtime.close()
+        raise
+    return runtime
 
 
 @dataclass(slots=True)
@@ -226,18 +244,18 @@ async def _one_against_eight(
 
 async def _one_against_eight_replicas(job: ReplicaJob, pairs: int) -> dict[str, Any]:
     """The same with two API replicas on this host (``benchmark.scale_replicas``): 1 client on
-    one of them, then 8 split between them, ``pairs`` times in alternation. No CPU clock: the
-    replicas are other processes."""
+    one of them, then ``job.clients`` on each (``PER_REPLICA`` in the scale run: 8 in all),
+    ``pairs`` times in alternation. No CPU clock: the replicas are other processes."""
     measured = []
     async with Replicas(job) as replicas:
         idle = [0] * (REPLICAS - 1)
         for _ in range(pairs):
             wall_ms, elapsed_s = await replicas.run([1, *idle], ROUNDS)
             alone = _Sample(wall_ms, elapsed_s=elapsed_s)
-            wall_ms, elapsed_s = await replicas.run([EIGHT // REPLICAS] * REPLICAS, ROUNDS)
+            wall_ms, elapsed_s = await replicas.run([job.clients] * REPLICAS, ROUNDS)
             measured.append((alone, _Sample(wall_ms, elapsed_s=elapsed_s)))
     one, eight = _paired(measured)
-    return {"replicas": REPLICAS, "clients_per_replica": EIGHT // REPLICAS, "1": one, "8": eight}
+    return {"replicas": REPLICAS, "clients_per_replica": job.clients, "1": one, "8": eight}
 
 
 def _paired(measured: list[tuple[_Sample, _Sample]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -333,13 +351,10 @@ async def run_scale(
             bar.update,
             str(spec.get("maintenance_work_mem", "1GB")),
         )
-    embedder = QueryCacheEmbedder(model)
     queries = pool.questions[: spec["queries"]]
-    embedder.cached = dict(zip(queries, cached_model.embed_queries(queries), strict=True))
-    runtime = await Runtime.start(settings.with_overrides(reranker="none"), embedder)
-    runtime.start_loading_reranker(freeze_heap=True)  # as ``knowmind serve`` does
+    embedder = QueryCacheEmbedder(model, queries, cached_model.embed_queries(queries))
+    runtime = await warm_runtime(settings, embedder)
     try:
-        await runtime.wait_until_warm()
         async with runtime.db.owner_tx() as conn:
             corpus = int(await conn.scalar(text("SELECT count(*) FROM chunks")))
         targets = {}  # one tenant per size, smallest first
@@ -397,7 +412,7 @@ async def run_scale(
                 largest.language,
                 queries,
                 np.stack(query_vectors),
-                clients=EIGHT // REPLICAS,
+                clients=PER_REPLICA,
             ),
             PAIRS,
         )

@@ -51,22 +51,20 @@ def _serve(job: ReplicaJob, commands: Connection) -> None:
 
 
 async def _serve_async(job: ReplicaJob, commands: Connection) -> None:
-    from benchmark.scale import QueryCacheEmbedder, _sample
+    # benchmark.scale imports this module: its parts are imported in the replica's process
+    from benchmark.scale import QueryCacheEmbedder, _sample, warm_runtime
     from knowmind.logging import configure_logging
     from knowmind.models.factory import build_embedder
-    from knowmind.runtime import Runtime, freeze_live_objects
+    from knowmind.runtime import freeze_live_objects
     from knowmind.services.auth import Principal
 
     configure_logging("json", "warning")
     models = job.settings.models
     model = build_embedder(models.embedder, models.embedder_threads)
-    embedder = QueryCacheEmbedder(model)
-    embedder.cached = dict(zip(job.queries, job.vectors, strict=True))
+    embedder = QueryCacheEmbedder(model, job.queries, list(job.vectors))
     embedder.mode = "cached"
-    runtime = await Runtime.start(job.settings.with_overrides(reranker="none"), embedder)
-    runtime.start_loading_reranker(freeze_heap=True)
+    runtime = await warm_runtime(job.settings, embedder)
     try:
-        await runtime.wait_until_warm()
         who = Principal(job.tenant, frozenset({"read"}), language=job.language)
         # one pass at its most clients first: their pools' sessions opened (a new backend's
         # first statements fill its catalogue caches) and the pages read
