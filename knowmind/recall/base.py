@@ -71,6 +71,9 @@ class StageContext:
     # Per-stage evidence about how well the stage fits this query (e.g. bm25: share of query
     # terms matched; vector: top-1 margin), keyed by stage name; read by fusion to weight stages.
     signals: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per-candidate evidence a stage found (e.g. the relation path that reached a memory), keyed
+    # by stage, then memory id, then feature name; read by the ranker as features.
+    evidence: dict[str, dict[UUID, dict[str, float]]] = field(default_factory=dict)
 
 
 class StageUnavailableError(RuntimeError):
