@@ -13,7 +13,7 @@ from typing import Any
 
 from knowmind.errors import InvalidInputError
 
-__all__ = ["MEMORY_CLASS", "DerivedRule", "Ontology", "Predicate"]
+__all__ = ["MEMORY_CLASS", "DerivedRule", "Ontology", "Predicate", "name_labels"]
 
 MEMORY_CLASS = "Memory"
 _DEFAULT_FILE = Path(__file__).with_name("ontology.json")
@@ -29,6 +29,8 @@ class Predicate:
     description: str = ""
     derived: bool = False
     custom: bool = False
+    # how the predicate reads from subject to object, by language ("de", "en")
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def twin(self) -> str | None:
@@ -66,7 +68,7 @@ class Ontology:
         all_classes = self.classes | {name for name, _ in classes}
         merged = dict(self.predicates)
         for row in predicates:
-            merged.update(_with_twin(_predicate(row, self.groups, custom=True)))
+            merged.update(_with_twin(row, self.groups, custom=True))
         return replace(self, classes=all_classes, predicates=merged)
 
     def predicate(self, name: str, field: str = "rel_type") -> Predicate:
@@ -87,20 +89,45 @@ class Ontology:
             allowed = ", ".join(sorted(self.classes))
             raise InvalidInputError(field, f"unknown entity class {name!r}; allowed: {allowed}")
 
-    def check_link(self, predicate: Predicate, subject: str | None, object_: str | None) -> None:
-        """Classes must fit where known; ``None`` (unknown) or a memory subject is not checked."""
+    def check_link(
+        self,
+        predicate: Predicate,
+        subject: str | None,
+        object_: str | None,
+        *,
+        same_node: bool = False,
+    ) -> None:
+        """A link between two nodes (``same_node``: the same one) must fit the predicate."""
+        self.check_classes(predicate, subject, object_)
+        self.check_distinct(predicate, same_node)
+
+    def check_classes(
+        self,
+        predicate: Predicate,
+        subject: str | None,
+        object_: str | None,
+        fields: tuple[str, str] = ("from_id", "to_id"),
+    ) -> None:
+        """Classes must fit where known; ``None`` (unknown) or a memory subject is not checked.
+        ``fields``: what the request calls the subject's and the object's class."""
         if subject not in (None, MEMORY_CLASS) and subject not in predicate.subject_classes:
             raise InvalidInputError(
-                "from_id",
+                fields[0],
                 f"{predicate.name} needs a subject of class "
                 f"{' | '.join(sorted(predicate.subject_classes))}, got {subject}",
             )
         if object_ is not None and object_ not in predicate.object_classes:
             raise InvalidInputError(
-                "to_id",
+                fields[1],
                 f"{predicate.name} needs an object of class "
                 f"{' | '.join(sorted(predicate.object_classes))}, got {object_}",
             )
+
+    @staticmethod
+    def check_distinct(predicate: Predicate, same_node: bool, field: str = "to_id") -> None:
+        """No predicate of the catalogue relates a node to itself."""
+        if same_node:
+            raise InvalidInputError(field, f"{predicate.name} cannot relate a node to itself")
 
     def rules_using(self, predicates: Iterable[str]) -> tuple[DerivedRule, ...]:
         wanted = set(predicates)
@@ -122,6 +149,7 @@ class Ontology:
                     "derived": p.derived,
                     "custom": p.custom,
                     "description": p.description,
+                    "labels": dict(p.labels),
                 }
                 for p in sorted(self.predicates.values(), key=lambda p: p.name)
             ],
@@ -131,6 +159,12 @@ class Ontology:
 def _expand(names: Iterable[str] | str, groups: Mapping[str, frozenset[str]]) -> frozenset[str]:
     names = [names] if isinstance(names, str) else list(names)
     return frozenset(c for n in names for c in groups.get(n, frozenset({n})))
+
+
+def name_labels(name: str) -> dict[str, str]:
+    """The labels of a predicate that has none of its own: its name read as words."""
+    words = name.lower().replace("_", " ")
+    return {"de": words, "en": words}
 
 
 def _predicate(
@@ -144,10 +178,15 @@ def _predicate(
         symmetric=bool(row.get("symmetric")),
         description=row.get("description") or "",
         custom=custom,
+        labels=row.get("labels") or name_labels(row["name"]),
     )
 
 
-def _with_twin(predicate: Predicate) -> dict[str, Predicate]:
+def _with_twin(
+    row: Mapping[str, Any], groups: Mapping[str, frozenset[str]], custom: bool = False
+) -> dict[str, Predicate]:
+    """The predicate of a catalogue row and its inverse (labelled by ``inverse_labels``)."""
+    predicate = _predicate(row, groups, custom)
     out = {predicate.name: predicate}
     if predicate.inverse and not predicate.symmetric:
         out[predicate.inverse] = Predicate(
@@ -157,6 +196,7 @@ def _with_twin(predicate: Predicate) -> dict[str, Predicate]:
             inverse=predicate.name,
             description=f"inverse of {predicate.name}",
             custom=predicate.custom,
+            labels=row.get("inverse_labels") or name_labels(predicate.inverse),
         )
     return out
 
@@ -167,7 +207,7 @@ def _load_default() -> Ontology:
     groups = {name: frozenset(members) for name, members in data["class_groups"].items()}
     predicates: dict[str, Predicate] = {}
     for row in data["predicates"]:
-        predicates.update(_with_twin(_predicate(row, groups)))
+        predicates.update(_with_twin(row, groups))
     rules = []
     for row in data["derived"]:
         predicates[row["name"]] = replace(_predicate(row, groups), derived=True)

@@ -52,7 +52,8 @@ async def link(
 ) -> tuple[UUID, UUID | None]:
     """Draw ``source -predicate-> target`` and its inverse (or symmetric twin); idempotent.
     Returns (edge id, twin edge id)."""
-    ontology.check_link(predicate, source.graph_class, target.graph_class)
+    same_node = source.id == target.id
+    ontology.check_link(predicate, source.graph_class, target.graph_class, same_node=same_node)
     await edge_store.lock_tenant_graph(conn, tenant_id)
 
     async def draw(start: Node, end: Node, name: str) -> UUID:
@@ -70,7 +71,7 @@ async def link(
 
     edge_id = await draw(source, target, predicate.name)
     twin_id = None
-    if predicate.twin and source.id != target.id:
+    if predicate.twin:
         twin_id = await draw(target, source, predicate.twin)
         await edge_store.set_inverse(conn, tenant_id, edge_id, twin_id)
     await refresh_derived(conn, tenant_id, ontology, [predicate.name, predicate.twin or ""])
