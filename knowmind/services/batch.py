@@ -98,6 +98,7 @@ async def remember_batch(
             continue
         pending.append(_Pending(index, item, content_sha256(item.content)))
     async with service.db.tenant_tx(tenant) as conn:
+        pending = await _relations_checked(service, conn, tenant, pending, results)
         existing = await memory_store.find_by_shas(conn, tenant, [p.sha for p in pending])
         counts = await memory_store.chunk_counts(conn, tenant, list(existing.values()))
     new = [p for p in pending if p.sha not in existing]
@@ -112,6 +113,27 @@ async def remember_batch(
     if any(r.status == "created" for r in stored):
         service.on_job_enqueued()
     return [results[i] for i in range(len(items))]
+
+
+async def _relations_checked(
+    service: MemoryService,
+    conn: AsyncConnection,
+    tenant: UUID,
+    pending: list[_Pending],
+    results: dict[int, BatchItemResult],
+) -> list[_Pending]:
+    """The items whose relations can be written (unchanged content included); the others
+    fail with the field to blame, before anything is embedded."""
+    checked = []
+    for p in pending:
+        try:
+            await service.graph.check_inline_relations(conn, tenant, p.draft.relations)
+        except InvalidInputError as exc:
+            error = ItemError(exc.field, exc.message)
+            results[p.index] = BatchItemResult(p.index, "error", error=error)
+            continue
+        checked.append(p)
+    return checked
 
 
 async def _embed_and_store(

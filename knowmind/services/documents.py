@@ -119,6 +119,7 @@ class DocumentService(MemoryWriter):
         norm_title = normalise_name(title) or title.lower()
         sha = content_sha256(draft.content)
         async with self.db.tenant_tx(tenant) as conn:  # stored already: nothing to embed
+            await self.graph.check_inline_relations(conn, tenant, draft.relations)
             unchanged = await self._unchanged(conn, tenant, draft, norm_title, title, sha)
         if unchanged is not None:
             return unchanged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -11,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph import postgres as graph
-from knowmind.graph.ontology import Ontology, Predicate
+from knowmind.graph.ontology import MEMORY_CLASS, Ontology, Predicate
 from knowmind.linking.names import normalise_name
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store import edges as edge_store
@@ -183,97 +184,173 @@ class GraphService:
             properties={"reason": reason} if reason else None,
         )
 
-    # -- inline relations of a new memory (inside the memory's transaction) ----------------
+    # -- inline relations of a memory (inside the memory's transaction) --------------------
+
+    async def check_inline_relations(
+        self, conn: AsyncConnection, tenant: UUID, relations: Sequence[InlineRelation]
+    ) -> None:
+        """Raise the 422 that writing these relations would raise, writing nothing: every
+        write of a memory checks its relations, also one whose content is stored already."""
+        if relations:
+            await _plan(conn, tenant, await self.ontology(conn, tenant), relations, "inline")
 
     async def attach_inline_relations(
         self,
         conn: AsyncConnection,
         tenant: UUID,
         memory_id: UUID,
-        relations: list[InlineRelation],
+        relations: Sequence[InlineRelation],
         method: str = "inline",
     ) -> None:
         """Draw the relations (entities found or created); ``method``: how they were found
-        (``inline``: given with the memory, ``llm``: the LLM extractor), kept on the mentions."""
+        (``inline``: given with the memory, ``llm``: the LLM extractor), kept on the mentions.
+        All of them are checked before the first is drawn."""
         ontology = await self.ontology(conn, tenant)
         memory = graph.Node(memory_id, "memory", None)
         mentions = []
-        for i, relation in enumerate(relations):
-            field_prefix = f"relations[{i}]"
-            predicate = ontology.settable(relation.predicate, f"{field_prefix}.predicate")
-            target = await self._find_or_create(
-                conn,
-                tenant,
-                ontology,
-                relation.object,
-                relation.object_class,
-                predicate.object_classes,
-                relation.object_description,
-                f"{field_prefix}.object",
-                origin=method,
-            )
+        for planned in await _plan(conn, tenant, ontology, relations, method):
+            confidence = planned.relation.confidence
             source = memory
-            if relation.subject:
-                source = await self._find_or_create(
-                    conn,
-                    tenant,
-                    ontology,
-                    relation.subject,
-                    relation.subject_class,
-                    predicate.subject_classes,
-                    None,
-                    f"{field_prefix}.subject",
-                    origin=method,
-                )
-                mentions.append(
-                    (memory_id, None, source.id, method, relation.confidence, None, None)
-                )
+            if planned.subject is not None:
+                source = await _stored(conn, tenant, planned.subject)
+                mentions.append((memory_id, None, source.id, method, confidence, None, None))
+            target = await _stored(conn, tenant, planned.object)
             # provenance: erasing the memory erases the edges its relations drew
             provenance = {"source_memory_id": str(memory_id)}
             await graph.link(
-                conn, tenant, ontology, source, target, predicate, relation.confidence, provenance
+                conn, tenant, ontology, source, target, planned.predicate, confidence, provenance
             )
-            mentions.append((memory_id, None, target.id, method, relation.confidence, None, None))
+            mentions.append((memory_id, None, target.id, method, confidence, None, None))
         await edge_store.insert_mentions(conn, tenant, mentions)
 
-    async def _find_or_create(
+
+# One end of an inline relation: a stored node, or an entity that writing it creates.
+_End = graph.Node | NewEntity
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    relation: InlineRelation
+    predicate: Predicate
+    subject: _End | None  # None: the memory itself
+    object: _End
+
+
+async def _plan(
+    conn: AsyncConnection,
+    tenant: UUID,
+    ontology: Ontology,
+    relations: Sequence[InlineRelation],
+    origin: str,
+) -> list[_Planned]:
+    """Check every relation and resolve its names, reading only: a 422 naming the field of
+    the first relation that cannot be written."""
+    names = _Names(conn, tenant, ontology, origin)
+    plans = []
+    for i, relation in enumerate(relations):
+        prefix = f"relations[{i}]"
+        predicate = ontology.settable(relation.predicate, f"{prefix}.predicate")
+        object_ = await names.resolve(
+            predicate,
+            "object",
+            relation.object,
+            relation.object_class,
+            prefix,
+            relation.object_description,
+        )
+        subject = None
+        if relation.subject:
+            subject = await names.resolve(
+                predicate, "subject", relation.subject, relation.subject_class, prefix
+            )
+        ontology.check_classes(
+            predicate,
+            _class_of(subject),
+            _class_of(object_),
+            (f"{prefix}.subject_class", f"{prefix}.object_class"),
+        )
+        ontology.check_distinct(predicate, subject == object_, f"{prefix}.object")
+        plans.append(_Planned(relation, predicate, subject, object_))
+    return plans
+
+
+class _Names:
+    """Resolves the names of inline relations to entities: a stored one, or a new one that
+    later relations of the same write find as well (no twins of one name and class)."""
+
+    def __init__(
+        self, conn: AsyncConnection, tenant: UUID, ontology: Ontology, origin: str
+    ) -> None:
+        self.conn, self.tenant, self.ontology, self.origin = conn, tenant, ontology, origin
+        self.new: dict[str, list[NewEntity]] = {}
+
+    async def resolve(
         self,
-        conn: AsyncConnection,
-        tenant: UUID,
-        ontology: Ontology,
+        predicate: Predicate,
+        side: str,  # "subject" | "object"
         name: str,
         entity_class: str | None,
-        fitting: frozenset[str],
-        description: str | None,
-        field: str,
-        *,
-        origin: str = "inline",
-    ) -> graph.Node:
+        prefix: str,
+        description: str | None = None,
+    ) -> _End:
+        """A name without a class is the entity of that name whose class the predicate
+        allows; a stored entity of a class it does not allow is a 422, never a twin."""
+        field = f"{prefix}.{side}"
         norm = _norm_or_422(name, field)
         if entity_class is not None:
-            ontology.check_class(entity_class, f"{field}_class")
-        else:
-            existing = [
-                e
-                for e in await entity_store.find_entities_by_norm(conn, tenant, norm)
-                if e.entity_class in fitting
-            ]
-            if len(existing) == 1:
-                return graph.Node(existing[0].id, "entity", existing[0].entity_class)
-            if len(fitting) != 1:
-                raise InvalidInputError(
-                    field, f"{name!r}: give its class, one of {sorted(fitting)}"
-                )
-            entity_class = next(iter(fitting))
+            self.ontology.check_class(entity_class, f"{field}_class")
+        known = await self._known(norm)
+        if entity_class is not None:
+            same = [end for end in known if _class_of(end) == entity_class]
+            return same[0] if same else self._create(name, norm, entity_class, description)
+        fitting = predicate.subject_classes if side == "subject" else predicate.object_classes
+        matches = [end for end in known if _class_of(end) in fitting]
+        if len(matches) == 1:
+            return matches[0]
+        allowed = " | ".join(sorted(fitting))
+        if known and not matches:
+            found = ", ".join(sorted({str(_class_of(end)) for end in known}))
+            raise InvalidInputError(
+                field,
+                f"{name!r} exists as {found}; the {side} of {predicate.name} must be "
+                f"of class {allowed}",
+            )
+        if matches or len(fitting) != 1:
+            raise InvalidInputError(field, f"{name!r}: give its class, one of {allowed}")
+        return self._create(name, norm, next(iter(fitting)), description)
+
+    async def _known(self, norm: str) -> list[_End]:
+        stored = await entity_store.find_entities_by_norm(self.conn, self.tenant, norm)
+        nodes: list[_End] = [graph.Node(e.id, "entity", e.entity_class) for e in stored]
+        return nodes + self.new.get(norm, [])
+
+    def _create(
+        self, name: str, norm: str, entity_class: str, description: str | None
+    ) -> NewEntity:
         new = NewEntity(
             name=name.strip(),
             norm_name=norm,
             entity_class=entity_class,
             description=description,
-            origin=origin,
+            origin=self.origin,
         )
-        entity_id = await entity_store.insert_entity_if_missing(conn, tenant, new)
-        return graph.Node(entity_id, "entity", entity_class)
+        self.new.setdefault(norm, []).append(new)
+        return new
+
+
+def _class_of(end: _End | None) -> str | None:
+    """The graph class of a relation's end (``None``: the memory)."""
+    if end is None:
+        return MEMORY_CLASS
+    return end.graph_class if isinstance(end, graph.Node) else end.entity_class
+
+
+async def _stored(conn: AsyncConnection, tenant: UUID, end: _End) -> graph.Node:
+    """The node of a planned end, the entity created if it is new."""
+    if isinstance(end, graph.Node):
+        return end
+    entity_id = await entity_store.insert_entity_if_missing(conn, tenant, end)
+    return graph.Node(entity_id, "entity", end.entity_class)
 
 
 def _norm_or_422(name: str, field: str) -> str:

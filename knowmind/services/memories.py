@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -52,7 +53,7 @@ class MemoryService(MemoryWriter):
         tenant = tenant_of(who)
         check_draft(draft)
         sha = content_sha256(draft.content)
-        existing = await self._existing(tenant, sha)
+        existing = await self._existing(tenant, sha, draft.relations)
         if existing:
             return existing
         prepared = await prepare_chunks(
@@ -83,8 +84,13 @@ class MemoryService(MemoryWriter):
         assert raced is not None
         return raced
 
-    async def _existing(self, tenant: UUID, sha: bytes) -> Remembered | None:
+    async def _existing(
+        self, tenant: UUID, sha: bytes, relations: Sequence[InlineRelation] = ()
+    ) -> Remembered | None:
+        """The current memory with this content, if any, once ``relations`` are checked: they
+        are checked on every write (unchanged content too) before anything is embedded."""
         async with self.db.tenant_tx(tenant) as conn:
+            await self.graph.check_inline_relations(conn, tenant, relations)
             memory_id = await memory_store.find_by_sha(conn, tenant, sha)
             if memory_id is None:
                 return None
