@@ -14,7 +14,7 @@ from knowmind.recall.weighting import Calibration, StageModel, stage_weights
 from tests.conftest import TenantAccess
 from tests.fixtures.statements_corpus import LOGS, QUESTIONS, Log
 
-ALL_BUT_STATEMENTS = ["bm25", "vector", "graph", "identity"]
+ALL_BUT_STATEMENTS = ["bm25", "vector", "graph", "identity", "relations"]
 
 
 def test_the_kinds_a_question_asks_about() -> None:

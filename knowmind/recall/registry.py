@@ -18,6 +18,7 @@ from knowmind.recall.base import RecallStage
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
 from knowmind.recall.graph import DEFAULT_HIT_WAIT_S, GraphStage
 from knowmind.recall.identity import IdentityStage
+from knowmind.recall.paths import RelationPathStage
 from knowmind.recall.statements import StatementStage
 from knowmind.recall.vector import VectorStage
 from knowmind.store.vector_search import (
@@ -38,7 +39,7 @@ __all__ = [
 
 # "statements" comes first: where it ties with another stage on a memory, the answer shows its
 # chunk (the statement the question asked about; pipeline._best_chunk_per_memory).
-StageName = Literal["statements", "bm25", "vector", "graph", "identity"]
+StageName = Literal["statements", "bm25", "vector", "graph", "identity", "relations"]
 STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
 
 
@@ -65,6 +66,7 @@ STAGES: dict[StageName, StageFactory] = {
     ),
     "graph": lambda parts: GraphStage(parts.graph_reader, hit_wait_s=parts.graph_hit_wait_s),
     "identity": lambda parts: IdentityStage(),
+    "relations": lambda parts: RelationPathStage(),
 }
 
 
