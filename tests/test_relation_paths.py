@@ -14,7 +14,8 @@ import pytest
 
 from knowmind.linking.matching import MatchedEntity, match_entities
 from knowmind.recall.base import RecallRequest, StageContext
-from knowmind.recall.paths import RelationPathStage, parse_relations, question_classes
+from knowmind.recall.paths import RelationPathStage
+from knowmind.recall.relation_phrases import parse_question
 from knowmind.store.search import MemoryFilters
 from tests.conftest import TenantAccess, make_tenant
 
@@ -148,6 +149,9 @@ async def test_passive_and_inverse_phrasings_walk_the_twin_edges(db, corpus):
         db, corpus, "Welche Spedition beliefert die Bäckerei, die Tobias Wolf leitet?"
     )
     assert ranked[:2] == ["nordlicht_bakery", "tobias_bakery"]
+    # "Tobias Wolf's bakery": the relation to the bakery is left unsaid
+    ranked, _ = await ask(db, corpus, "Wer beliefert die Bäckerei von Tobias Wolf?")
+    assert ranked[:2] == ["nordlicht_bakery", "tobias_bakery"]
 
 
 async def test_three_hops(db, corpus):
@@ -228,25 +232,50 @@ async def test_the_stage_runs_in_the_pipeline(client, corpus):
     assert top["memory_id"] == str(corpus.memories["jan_atlas"]) and top["stages"]["relations"] == 1
 
 
+def slots(question: str, masked: tuple[str, ...] = ()) -> list[set[str]]:
+    return [set(slot.predicates) for slot in parse_question(question, masked).slots]
+
+
 @pytest.mark.parametrize(
     ("question", "expected"),
     [
         ("Who leads the project that Miriam Hoffmann works on?", [{"IS_LED_BY"}, {"WORKED_ON_BY"}]),
-        ("Welcher Lieferant beliefert die Bäckerei Korn?", [{"SUPPLIED_BY"}]),  # one relation
         ("Who is the client of the project led by Jan?", [{"FOR_CLIENT"}, {"IS_LED_BY"}]),
         ("Wer ist Anna Meier?", []),
+        # a derived relation: the application's container's host
         ("Auf welchem Server läuft das Filialportal?", [{"DEPLOYED_TO", "HOSTED_ON", "RUNS_ON"}]),
+        ("Wer hat die Projektleitung bei Projekt Lotse?", [{"IS_LED_BY"}]),  # a compound
     ],
 )
 def test_phrases_signal_predicate_families(question, expected):
-    assert [set(slot.predicates) for slot in parse_relations(question)] == expected
+    assert slots(question) == expected
 
 
-def test_entity_names_signal_nothing():
-    question = "Who leads Lieferdienst Nord?"
-    assert len(parse_relations(question)) == 1
-    assert parse_relations("Wo ist der Zulieferervertrag?")  # "Zulieferer…": a role noun
-    assert parse_relations("Wo ist der Zulieferervertrag?", ["zulieferervertrag"]) == []
-    classes, wh = question_classes("Welches Projekt leitet Jan Becker?")
-    assert classes == {"Project"} and wh == set()
-    assert question_classes("Who runs it?")[1] >= {"Person"}
+def test_a_role_noun_asked_for_is_one_relation_with_its_verb():
+    assert slots("Welcher Lieferant beliefert die Bäckerei Korn?") == [{"SUPPLIED_BY"}]
+    # the boss reports to someone: two relations
+    assert slots("An wen berichtet die Vorgesetzte von Emre Yilmaz?", ("emre yilmaz",)) == [
+        {"HAS_DIRECT_REPORT"},
+        {"HAS_DIRECT_REPORT"},
+    ]
+
+
+def test_a_class_word_an_entity_owns_asks_for_a_hop_to_that_class():
+    for question, name in [
+        ("Which app does Yusuf Arslan's team develop?", "yusuf arslan"),
+        ("Welche App entwickelt Yusuf Arslans Team?", "yusuf arslan"),
+        ("Welche App entwickelt das Team von Yusuf Arslan?", "yusuf arslan"),
+    ]:
+        assert slots(question, (name,)) == [{"DEVELOPED_BY"}, {"@Organization"}] or slots(
+            question, (name,)
+        ) == [{"@Organization"}, {"DEVELOPED_BY"}]
+
+
+def test_entity_names_signal_nothing_and_nouns_are_read():
+    assert slots("Who leads Lieferdienst Nord?") == [{"IS_LED_BY"}]
+    assert slots("Wo ist der Zulieferervertrag?")  # "Zulieferer…": a role noun
+    assert slots("Wo ist der Zulieferervertrag?", ("zulieferervertrag",)) == []
+    parsed = parse_question("Welche Spedition beliefert das Projekt Atlas?", ("projekt atlas",))
+    assert parsed.classes == {"Organization"} and parsed.wh == set()
+    assert parsed.nouns == {"spedition"}
+    assert parse_question("Who runs it?").wh >= {"Person"}

@@ -2,15 +2,14 @@
 tenant's graph ("Who leads the project that Miriam Hoffmann works on?", "Welche Spedition
 beliefert die Bäckerei, die Tobias Wolf leitet?").
 
-1. The relations asked for: words and phrases per predicate (``relation_phrases.json``, German
-   and English, plus the catalogue's labels), each occurrence a slot. A phrase may stand for
-   several predicates, a predicate for its inverse too (a path walks either way), and a derived
-   predicate for the hops it is derived from ("läuft auf": an application's container's host).
+1. The relations asked for: each phrase of a relation in the question is a slot that an edge
+   of that relation (either way round) fills (``relation_phrases``).
 2. The entities named: the recall's question entities, the confident ones.
 3. Paths of 1–3 typed edges out of each named entity (one statement per hop, bounded fan-out),
    scored by the share of slots their hops fill (each slot once), less a penalty per hop no
    slot asks for (one at most) and per extra hop, plus a bonus where the path's nodes have the
-   classes the question names ("which project", "welche Firma", "who").
+   classes the question names ("which project", "welche Firma", "who") and a node's name has
+   the question's noun ("welche Spedition": "Spedition Haller").
 4. The memories stating the best paths' final hops first, then those stating their bridging
    hops, then the answer entities' profiles.
 
@@ -20,185 +19,43 @@ returns nothing when no path fills a slot.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from uuid import UUID
 
-from knowmind.graph.ontology import Ontology
 from knowmind.linking.matching import MatchedEntity
-from knowmind.linking.names import fold, normalise_name, tokens
+from knowmind.linking.names import normalise_name
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
+from knowmind.recall.relation_phrases import (
+    PART_SPLIT,
+    Parsed,
+    class_words,
+    family,
+    members,
+    parse_question,
+    runs,
+)
 from knowmind.store.paths import PathEdge, co_mentioning, hop_edges, titled_memories
 from knowmind.store.search import first_chunks
 from knowmind.store.sql import Conn
 
-__all__ = ["RelationPathStage", "Slot", "family", "parse_relations", "question_classes"]
+__all__ = ["RelationPathStage"]
 
-_PHRASES_FILE = Path(__file__).with_name("relation_phrases.json")
-_CLASS_FILE = Path(__file__).with_name("identity_patterns.json")
 MAX_HOPS = 3
 MAX_UNMATCHED = 1  # hops a path may take that no slot asks for
 MIN_ENTITY_SCORE = 0.7  # named entities matched below this start no path
 MAX_STARTS = 3
 PER_NODE, PER_HOP = 50, 200  # edges read per frontier node, and per hop in all
 UNMATCHED_PENALTY, LENGTH_PENALTY = 0.3, 0.02
-CLASS_BONUS, WH_BONUS = 0.1, 0.05
+# walking a relation back down after up (X's boss's reports): a repeated relation more often
+# asks for a chain (the boss's boss), so a turn breaks ties only
+TURN_PENALTY = 0.01
+CLASS_BONUS, NAME_BONUS, WH_BONUS = 0.1, 0.05, 0.05
 ENTITY_WEIGHT = 0.2  # a fuzzy start (score < 1) costs this share of its shortfall
 KEEP_WITHIN, MAX_PATHS = 0.25, 20  # paths answered: this close to the best, at most this many
-GAP = 4  # words a "..." in a phrase may skip
 BRIDGE_SHARE, PROFILE_SHARE = 0.5, 0.25  # of the path's score, for the candidates' scores
-_PART_SPLIT = re.compile(r"[.&/-]")
-_WH = {
-    **dict.fromkeys(("wer", "wem", "wen", "who", "whom"), ("Person", "Organization", "Agent")),
-    **dict.fromkeys(("wo", "where", "worauf"), ("Host", "Container", "Organization")),
-}
 Stated = dict[tuple[UUID, UUID], list[UUID]]
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    """One relation the question asks for: the predicate families that fill it."""
-
-    predicates: frozenset[str]
-    position: int  # index of its first word
-    text: str
-    noun: bool = False
-
-
-def family(predicate: str) -> str:
-    """One name for a predicate and its inverse (the alphabetically first)."""
-    known = Ontology.default().predicates.get(predicate)
-    twin = known.twin if known else None
-    return min(predicate, twin) if twin else predicate
-
-
-@cache
-def _members() -> dict[str, frozenset[str]]:
-    """{family: its predicates, and for a derived one those it is derived from}."""
-    ontology = Ontology.default()
-    members: dict[str, set[str]] = {}
-    for name in ontology.predicates:
-        members.setdefault(family(name), set()).add(name)
-    for rule in ontology.rules:
-        members[family(rule.predicate)] |= {p for f in rule.inputs for p in members[family(f)]}
-    return {key: frozenset(names) for key, names in members.items()}
-
-
-@cache
-def _runs(key: str) -> tuple[tuple[str, ...], ...]:
-    """The hop sequences (families, either way round) a derived family stands for."""
-    rules = [r for r in Ontology.default().rules if family(r.predicate) == key]
-    paths = [tuple(family(p) for p in path) for rule in rules for path in rule.paths]
-    return tuple(dict.fromkeys(paths + [path[::-1] for path in paths]))
-
-
-@cache
-def _lexicon() -> dict[str, list[tuple[tuple[str, ...], frozenset[str], bool]]]:
-    """(words, families, role noun) of every phrase, by first word ("*": prefix patterns)."""
-    merged: dict[tuple[str, ...], tuple[set[str], bool]] = {}
-
-    def add(text: str, predicate: str, noun: bool) -> None:
-        parts = tuple(fold(text).split())
-        predicates, was_noun = merged.get(parts, (set(), False))
-        merged[parts] = (predicates | {family(predicate)}, was_noun or noun)
-
-    for predicate, forms in json.loads(_PHRASES_FILE.read_text())["predicates"].items():
-        for text in forms["de"] + forms["en"]:
-            add(text, predicate, False)
-        for text in forms["nouns"]:
-            add(text, predicate, True)
-    for predicate in Ontology.default().predicates.values():
-        for label in predicate.labels.values():
-            add(label, predicate.name, False)
-    index: dict[str, list[tuple[tuple[str, ...], frozenset[str], bool]]] = {}
-    for parts, (predicates, noun) in merged.items():
-        key = "*" if parts[0].endswith("*") else parts[0]
-        index.setdefault(key, []).append((parts, frozenset(predicates), noun))
-    return index
-
-
-@cache
-def _class_words() -> dict[str, str]:
-    data = json.loads(_CLASS_FILE.read_text())["class_words"]
-    return {fold(word): cls for cls, words in data.items() for word in words}
-
-
-def _words(question: str, masked: Iterable[str]) -> list[tuple[str, bool]]:
-    """The question's folded words (compounds split at - . & /), each with whether it is free
-    (not part of a named entity's name)."""
-    names = [t for t, _, _ in tokens(question)]
-    taken = [False] * len(names)
-    for name in masked:
-        parts = name.split()
-        for i in range(len(names) - len(parts) + 1):
-            if parts and names[i : i + len(parts)] == parts:
-                taken[i : i + len(parts)] = [True] * len(parts)
-    return [(w, not taken[i]) for i, name in enumerate(names) for w in _PART_SPLIT.split(name) if w]
-
-
-def _match(parts: tuple[str, ...], words: Sequence[tuple[str, bool]], at: int) -> tuple[int, ...]:
-    """The positions of the phrase's words when it matches from ``at``, else ()."""
-    found: list[int] = []
-    reach = 0
-    for part in parts:
-        if part == "...":
-            reach = GAP
-            continue
-        stop = min(len(words), at + reach + 1)
-        hit = next((k for k in range(at, stop) if words[k][1] and _fits(part, words[k][0])), -1)
-        if hit < 0:
-            return ()
-        found.append(hit)
-        at, reach = hit + 1, 0
-    return tuple(found)
-
-
-def _fits(part: str, word: str) -> bool:
-    return word.startswith(part[:-1]) if part.endswith("*") else word == part
-
-
-def parse_relations(question: str, masked: Iterable[str] = ()) -> list[Slot]:
-    """The slots of the question in order: the longest phrases first, each word in one slot,
-    phrases on the same words joined; a role noun next to a verb of the same relation
-    ("Welcher Lieferant beliefert …") is one slot. ``masked``: normalised names of the
-    entities named, whose words signal nothing."""
-    words = _words(question, masked)
-    lexicon = _lexicon()
-    found: dict[tuple[int, ...], tuple[frozenset[str], bool]] = {}
-    for i, (word, free) in enumerate(words):
-        for parts, predicates, noun in lexicon.get(word, []) + lexicon.get("*", []) if free else []:
-            if positions := _match(parts, words, i):
-                known, was_noun = found.get(positions, (frozenset(), False))
-                found[positions] = (known | predicates, was_noun or noun)
-    taken: set[int] = set()
-    slots = []
-    for positions in sorted(found, key=lambda p: (-len(p), p[0], p[-1])):
-        if taken.isdisjoint(positions):
-            taken.update(positions)
-            text = " ".join(words[k][0] for k in positions)
-            slots.append(Slot(found[positions][0], positions[0], text, found[positions][1]))
-    merged: list[Slot] = []
-    for slot in sorted(slots, key=lambda s: s.position):
-        last = merged[-1] if merged else None
-        if last and last.noun != slot.noun and last.predicates & slot.predicates:
-            both = f"{last.text} … {slot.text}"
-            merged[-1] = Slot(last.predicates & slot.predicates, last.position, both)
-        else:
-            merged.append(slot)
-    return merged
-
-
-def question_classes(
-    question: str, masked: Iterable[str] = ()
-) -> tuple[frozenset[str], frozenset[str]]:
-    """(the classes its class words name, the classes its question word asks for)."""
-    words = _words(question, masked)
-    named = frozenset(_class_words()[w] for w, free in words if free and w in _class_words())
-    return named, frozenset(next((_WH[w] for w, _ in words if w in _WH), ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,41 +80,64 @@ class _Path:
         return out
 
 
+Hop = tuple[str, str]  # (predicate family, class of the node reached)
+
+
+def _spans(slot: frozenset[str], hops: tuple[Hop, ...]) -> set[int]:
+    """How many of the leading hops fill the slot: one of its family or class, or a run of
+    the hops a derived family of the slot stands for."""
+    (key, cls), keys = hops[0], tuple(k for k, _ in hops)
+    spans = {1} if key in slot or f"@{cls}" in slot else set()
+    return spans | {len(run) for k in slot for run in runs(k) if keys[: len(run)] == run}
+
+
 def _fill(
-    keys: tuple[str, ...], slots: tuple[frozenset[str], ...], used: frozenset[int] = frozenset()
+    hops: tuple[Hop, ...], slots: tuple[frozenset[str], ...], used: frozenset[int] = frozenset()
 ) -> tuple[int, int]:
-    """(slots filled, hops covered), the most, by hops with the predicate families ``keys``:
-    a hop fills a slot of its family, a run of hops one of the derived family they derive."""
-    if not keys:
+    """(slots filled, hops covered), the most the hops can: each slot at most once."""
+    if not hops:
         return 0, 0
-    best = _fill(keys[1:], slots, used)
+    best = _fill(hops[1:], slots, used)
     for i, slot in enumerate(slots):
-        if i in used:
-            continue
-        runs = [(key,) for key in slot] + [run for key in slot for run in _runs(key)]
-        for run in {run for run in runs if keys[: len(run)] == run}:
-            filled, covered = _fill(keys[len(run) :], slots, used | {i})
-            best = max(best, (filled + 1, covered + len(run)))
+        for span in _spans(slot, hops) if i not in used else ():
+            filled, covered = _fill(hops[span:], slots, used | {i})
+            best = max(best, (filled + 1, covered + span))
     return best
+
+
+def _turns(first: PathEdge, then: PathEdge) -> bool:
+    """The second hop walks the first one's relation the other way."""
+    same = family(first.predicate) == family(then.predicate)
+    return same and (first.predicate, first.reversed) != (then.predicate, then.reversed)
+
+
+@cache
+def _name_words(name: str) -> frozenset[str]:
+    return frozenset(w for t in normalise_name(name).split() for w in PART_SPLIT.split(t))
 
 
 @dataclass(frozen=True, slots=True)
 class _Question:
     slots: tuple[frozenset[str], ...]
-    classes: frozenset[str] = frozenset()
-    wh: frozenset[str] = frozenset()
+    parsed: Parsed
     wanted: list[str] = field(default_factory=list)  # predicates to read first
 
     def extend(self, path: _Path, edge: PathEdge) -> _Path:
         edges = (*path.edges, edge)
-        filled, covered = _fill(tuple(family(e.predicate) for e in edges), self.slots)
-        seen = {e.entity_class for e in edges}
+        hops = tuple((family(e.predicate), e.entity_class) for e in edges)
+        filled, covered = _fill(hops, self.slots)
+        classes = self.parsed.classes
+        named = len(classes & {e.entity_class for e in edges}) / len(classes) if classes else 0
+        nouns = {w.removesuffix("s") for w in self.parsed.nouns} | self.parsed.nouns
+        in_names = len(nouns & frozenset().union(*(_name_words(e.name) for e in edges)))
         score = (
             filled / len(self.slots)
             - UNMATCHED_PENALTY * (len(edges) - covered)
             - LENGTH_PENALTY * (len(edges) - 1)
-            + CLASS_BONUS * (len(self.classes & seen) / len(self.classes) if self.classes else 0)
-            + WH_BONUS * (edge.entity_class in self.wh)
+            - TURN_PENALTY * sum(map(_turns, edges, edges[1:]))
+            + CLASS_BONUS * named
+            + NAME_BONUS * min(2, in_names)
+            + WH_BONUS * (edge.entity_class in self.parsed.wh)
             - ENTITY_WEIGHT * (1 - path.start.score)
         )
         return _Path(path.start, edges, filled, covered, score)
@@ -267,7 +147,7 @@ class _Question:
         longer path can do better."""
         seen = {e.entity_class for e in path.edges}
         return path.filled == len(self.slots) == path.covered == len(path.edges) and (
-            self.classes <= seen
+            self.parsed.classes <= seen
         )
 
 
@@ -276,7 +156,7 @@ async def _walk(
 ) -> list[_Path]:
     """Every path of up to ``MAX_HOPS`` edges that fills a slot, with at most
     ``MAX_UNMATCHED`` hops no slot asks for; no deeper once a path is complete."""
-    longest = sum(max(len(r) for key in s for r in ((key,), *_runs(key))) for s in question.slots)
+    longest = sum(max(len(r) for k in s for r in ((k,), *runs(k))) for s in question.slots)
     partial, found = [_Path(start) for start in starts], []
     for _ in range(min(MAX_HOPS, longest + MAX_UNMATCHED)):
         frontier = sorted({p.end for p in partial}, key=str)
@@ -299,6 +179,26 @@ async def _walk(
             break
         partial = sorted(partial, key=lambda p: -p.score)[:PER_HOP]
     return found
+
+
+def _starts(named: list[MatchedEntity]) -> list[MatchedEntity]:
+    """The entities the question names with confidence: not a partial match on a word that
+    several entities share ("Projekt", "Spedition") or on a class word ("App")."""
+    shared = Counter(m.matched for m in named)
+    return [
+        m
+        for m in named
+        if m.score >= MIN_ENTITY_SCORE
+        and (
+            normalise_name(m.name) == m.matched
+            or (shared[m.matched] == 1 and m.matched not in class_words())
+        )
+    ][:MAX_STARTS]
+
+
+def _names_of(entity: MatchedEntity) -> tuple[str, str]:
+    """What the question may call the entity: the words matched, and its full name."""
+    return entity.matched, normalise_name(entity.name)
 
 
 def _ranked(paths: list[_Path]) -> list[_Path]:
@@ -334,24 +234,21 @@ class RelationPathStage:
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         ctx.signals[self.name] = {"paths": 0.0, "implied_predicates": 0.0, "best_match": 0.0}
-        if not parse_relations(query.text):
+        if not parse_question(query.text).slots:
             return []
-        named = await ctx.query_entities()
-        starts = [m for m in named if m.score >= MIN_ENTITY_SCORE][:MAX_STARTS]
-        masked = [normalise_name(m.matched) for m in starts]
-        slots = parse_relations(query.text, masked)
+        starts = _starts(await ctx.query_entities())
+        parsed = parse_question(query.text, [n for m in starts for n in _names_of(m)])
         if query.explain:
             ctx.explain["relation_slots"] = [
-                {"text": s.text, "predicates": sorted(s.predicates)} for s in slots
+                {"text": s.text, "predicates": sorted(s.predicates)} for s in parsed.slots
             ]
-        if not starts or not slots:
+        if not starts or not parsed.slots:
             return []
+        slots = parsed.slots
         ctx.signals[self.name]["implied_predicates"] = float(len(slots))
         keys = {key for s in slots for key in s.predicates}
-        wanted = sorted({p for key in keys for p in _members().get(key, {key})})
-        question = _Question(
-            tuple(s.predicates for s in slots), *question_classes(query.text, masked), wanted
-        )
+        wanted = sorted({p for key in keys for p in members().get(key, ())})
+        question = _Question(tuple(s.predicates for s in slots), parsed, wanted)
         async with ctx.db.read(query.tenant) as conn:
             paths = _ranked(await _walk(conn, query, starts, question))
             if not paths:
