@@ -113,6 +113,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 async def measure(runtime: Runtime, corpus: dict[str, Any], args: argparse.Namespace) -> Any:
     who, keys = await load(runtime, corpus)
     assert who.tenant_id is not None
+    for text in args.ask:  # questions of one's own, not the corpus's
+        found, ctx, _ = await ask(runtime, who.tenant_id, text)
+        question = {"id": "ask", "hops": "?", "text": text, "gold": {}, "path": []}
+        show(question, [keys[c.memory_id] for c in found], ctx, await ctx.query_entities())
+    if args.ask:
+        return {}
     hits: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     times: list[float] = []
     for question in corpus["questions"]:
@@ -147,6 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
     parser.add_argument("--show", action="store_true", help="print the dev questions missed")
+    parser.add_argument("--ask", nargs="*", default=[], help="questions of one's own to trace")
     print(json.dumps(asyncio.run(run(parser.parse_args())), indent=1))
 
 

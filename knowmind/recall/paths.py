@@ -137,7 +137,7 @@ class _Question:
             - TURN_PENALTY * sum(map(_turns, edges, edges[1:]))
             + CLASS_BONUS * named
             + NAME_BONUS * min(2, in_names)
-            + WH_BONUS * (edge.entity_class in self.parsed.wh)
+            + WH_BONUS * self.parsed.wh.get(edge.entity_class, 0.0)
             - ENTITY_WEIGHT * (1 - path.start.score)
         )
         return _Path(path.start, edges, filled, covered, score)
@@ -183,17 +183,26 @@ async def _walk(
 
 def _starts(named: list[MatchedEntity]) -> list[MatchedEntity]:
     """The entities the question names with confidence: not a partial match on a word that
-    several entities share ("Projekt", "Spedition") or on a class word ("App")."""
+    several entities share ("Projekt", "Spedition") or on a class word ("App"), nor one on the
+    words of a relation phrase (they ask for the relation)."""
     shared = Counter(m.matched for m in named)
     return [
         m
         for m in named
         if m.score >= MIN_ENTITY_SCORE
+        and not _relation_word(m.matched)
         and (
             normalise_name(m.name) == m.matched
             or (shared[m.matched] == 1 and m.matched not in class_words())
         )
     ][:MAX_STARTS]
+
+
+@cache
+def _relation_word(matched: str) -> bool:
+    """The words matched are a relation phrase ("Geschäftsführer": a role entity)."""
+    slots = parse_question(matched).slots
+    return len({k for s in slots for k in s.positions}) == len(matched.split())
 
 
 def _names_of(entity: MatchedEntity) -> tuple[str, str]:

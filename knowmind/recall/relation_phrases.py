@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import NamedTuple
 
 from knowmind.graph.ontology import Ontology
@@ -28,9 +29,12 @@ GAP = 4  # words a "..." in a phrase may skip
 PART_SPLIT = re.compile(r"[.&/-]")
 _WH_DET = {"welche", "welcher", "welches", "welchen", "welchem", "which", "what", "wessen"}
 _OF = {"von", "vom", "of", "des", "der"}
-_WH = {
-    **dict.fromkeys(("wer", "wem", "wen", "who", "whom"), ("Person", "Organization", "Agent")),
-    **dict.fromkeys(("wo", "where", "worauf"), ("Host", "Container", "Organization")),
+# the classes a question word asks for, and how typical each is ("who": a person, or a firm)
+_WHO = MappingProxyType({"Person": 1.0, "Agent": 1.0, "Organization": 0.5})
+_WHERE = MappingProxyType({"Host": 1.0, "Container": 1.0, "Organization": 1.0})
+_WH: dict[str, Mapping[str, float]] = {
+    **dict.fromkeys(("wer", "wem", "wen", "who", "whom"), _WHO),
+    **dict.fromkeys(("wo", "where", "worauf"), _WHERE),
 }
 
 
@@ -53,7 +57,7 @@ class Slot:
 class Parsed:
     slots: tuple[Slot, ...]
     classes: frozenset[str]  # named by class words ("welches Projekt")
-    wh: frozenset[str]  # asked for by the question word ("wer")
+    wh: Mapping[str, float]  # classes the question word asks for ("wer"), how typical each is
     nouns: frozenset[str]  # words that may be part of a node's name ("welche Spedition")
 
 
@@ -96,14 +100,14 @@ def _lexicon() -> dict[str, list[tuple[tuple[str, ...], frozenset[str], bool]]]:
     merged: dict[tuple[str, ...], tuple[set[str], bool]] = {}
 
     def add(text: str, predicate: str, noun: bool) -> None:
-        parts = tuple(fold(text).split())
+        parts = _parts(text)
         predicates, was_noun = merged.get(parts, (set(), False))
         merged[parts] = (predicates | {family(predicate)}, was_noun or noun)
 
     for predicate, forms in json.loads(_PHRASES_FILE.read_text())["predicates"].items():
         for text in forms["de"] + forms["en"]:
             add(text, predicate, False)
-        for text in forms["nouns"]:
+        for text in forms["nouns"] + forms.get("twice", []):
             add(text, predicate, True)
     for predicate in Ontology.default().predicates.values():
         for label in predicate.labels.values():
@@ -113,6 +117,19 @@ def _lexicon() -> dict[str, list[tuple[tuple[str, ...], frozenset[str], bool]]]:
         key = "*" if "*" in parts[0] else parts[0]
         index.setdefault(key, []).append((parts, frozenset(predicates), noun))
     return index
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    """A phrase's words as the question's are split ("skip-level" is two)."""
+    words = fold(text).split()
+    return tuple(p for w in words for p in ([w] if w == "..." else PART_SPLIT.split(w)) if p)
+
+
+@cache
+def _twice() -> frozenset[tuple[str, ...]]:
+    """Phrases that ask for the same relation twice ("skip-level manager": the boss's boss)."""
+    data = json.loads(_PHRASES_FILE.read_text())["predicates"]
+    return frozenset(_parts(text) for forms in data.values() for text in forms.get("twice", []))
 
 
 @cache
@@ -180,25 +197,43 @@ def _phrase_slots(words: list[_Word]) -> list[Slot]:
     for positions in sorted(found, key=lambda p: (-len(p), p[0], p[-1])):
         if taken.isdisjoint(positions):
             taken.update(positions)
-            text = " ".join(words[k].text for k in positions)
-            slots.append(Slot(found[positions][0], positions, text, found[positions][1]))
+            text = tuple(words[k].text for k in positions)
+            slot = Slot(found[positions][0], positions, " ".join(text), found[positions][1])
+            slots += [slot, slot] if text in _twice() else [slot]
     return sorted(slots, key=lambda s: s.position)
 
 
-def _asked_with(slots: list[Slot], words: list[_Word]) -> list[Slot]:
-    """A role noun the question asks for ("Welcher Lieferant beliefert …") and a verb of the
-    same relation next to it are one slot."""
+def _asked_for(slot: Slot, words: list[_Word]) -> bool:
+    """The slot is a role noun the question asks for ("welcher Lieferant", "which customer")."""
+    return slot.noun and any(
+        w.text in _WH_DET for w in words[max(0, slot.position - 2) : slot.position]
+    )
+
+
+def _joined(slots: list[Slot], words: list[_Word]) -> list[Slot]:
+    """Slots of one relation joined: verbs next to each other ("arbeitet im Team"), or a role
+    noun asked for and a verb next to it ("Welcher Lieferant beliefert …"). A role noun asked
+    for first, as the subject of a verb of another relation, describes the answer, not a hop
+    ("Which customer operates TourPlan?", not "Für welche Kunden arbeitet …")."""
     merged: list[Slot] = []
     for slot in slots:
         last = merged[-1] if merged else None
-        if last and last.noun != slot.noun and last.predicates & slot.predicates:
-            noun = last if last.noun else slot
-            if any(w.text in _WH_DET for w in words[max(0, noun.position - 2) : noun.position]):
-                both = f"{last.text} … {slot.text}"
-                at = last.positions + slot.positions
-                merged[-1] = Slot(last.predicates & slot.predicates, at, both)
-                continue
-        merged.append(slot)
+        if last is None:
+            merged.append(slot)
+            continue
+        common = last.predicates & slot.predicates
+        adjacent = last.positions[-1] + 1 == slot.position
+        asked = (
+            last if last.noun and not slot.noun else slot if slot.noun and not last.noun else None
+        )
+        if common and (
+            (adjacent and not last.noun and not slot.noun) or (asked and _asked_for(asked, words))
+        ):
+            merged[-1] = Slot(common, last.positions + slot.positions, f"{last.text} … {slot.text}")
+        elif adjacent and asked is last and _asked_for(last, words) and words[0].text in _WH_DET:
+            merged[-1] = slot
+        else:
+            merged.append(slot)
     return merged
 
 
@@ -224,8 +259,8 @@ def parse_question(question: str, masked: Iterable[str] = ()) -> Parsed:
     """The relations the question asks for, and what it says of the nodes. ``masked``:
     normalised names of the entities it names, whose words signal nothing."""
     words = _words(question, masked)
-    slots = _possessive_slots(words, _asked_with(_phrase_slots(words), words))
+    slots = _possessive_slots(words, _joined(_phrase_slots(words), words))
     classes = frozenset(class_words()[w.text] for w in words if w.free and w.text in class_words())
-    wh = next((_WH[w.text] for w in words if w.text in _WH), ())
+    wh = next((_WH[w.text] for w in words if w.text in _WH), {})
     nouns = frozenset(w.text for w in words if w.free and w.noun and len(w.text) > 2)
-    return Parsed(tuple(slots), classes, frozenset(wh), nouns)
+    return Parsed(tuple(slots), classes, wh, nouns)
