@@ -100,6 +100,7 @@ async def test_recall_result_shape_and_stage_ranks(client, tenant):
         "vector": 1,
         "graph": None,
         "identity": None,
+        "relations": None,
     }
     assert abs(top["score"] - 2 / 61) < 1e-6
     # queue: the wait for the admission gate (KNOWMIND_RECALL_CONCURRENCY), here none
