@@ -202,7 +202,8 @@ def _starts(named: list[MatchedEntity]) -> list[MatchedEntity]:
 def _relation_word(matched: str) -> bool:
     """The words matched are a relation phrase ("Geschäftsführer": a role entity)."""
     slots = parse_question(matched).slots
-    return len({k for s in slots for k in s.positions}) == len(matched.split())
+    words = [w for t in matched.split() for w in PART_SPLIT.split(t) if w]
+    return len({k for s in slots for k in s.positions}) == len(words)
 
 
 def _names_of(entity: MatchedEntity) -> tuple[str, str]:
@@ -220,8 +221,11 @@ async def _stating(conn: Conn, query: RecallRequest, paths: list[_Path]) -> Stat
     """{(from, to) of each hop: the memories stating it}: the one that drew the edge, or for an
     edge linked by hand those whose inline relations name both ends."""
     stated: Stated = {}
-    for edge in (e for p in paths for e in p.edges if e.memory_id is not None):
-        stated.setdefault((edge.from_id, edge.to_id), []).append(edge.memory_id)  # type: ignore[arg-type]
+    for edge in (e for p in paths for e in p.edges):
+        memories = stated.setdefault((edge.from_id, edge.to_id), [])
+        if edge.memory_id is not None and edge.memory_id not in memories:
+            memories.append(edge.memory_id)
+    stated = {pair: memories for pair, memories in stated.items() if memories}
     bare = sorted({(e.from_id, e.to_id) for p in paths for e in p.edges} - set(stated), key=str)
     stated.update(await co_mentioning(conn, query.tenant, bare, query.filters))
     return stated
