@@ -192,6 +192,7 @@ class Runtime:
             default_weights=settings.recall.weights,
             rerank=rerank,
             fusion=settings.recall.recall_fusion,
+            ranker=settings.recall.ranker,
         )
         graph = GraphService(db)
         documents = DocumentService(db, executor, settings.ingest, graph)

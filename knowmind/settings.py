@@ -259,15 +259,22 @@ class RecallSettings:
     )
     rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
     recall_fusion: str = field(
-        default="weighted-rrf",
+        default="rrf",
         metadata={
-            "doc": "`weighted-rrf` (per-query stage weights from the stages' signals), "
-            "`rrf` (fixed weights) or `convex` (normalised scores)"
+            "doc": "`rrf` (Reciprocal Rank Fusion, k = `KNOWMIND_RRF_K`) or `convex` (min-max "
+            "normalised scores): the fused list whose head the ranker re-scores"
+        },
+    )
+    ranker: str = field(
+        default="learned",
+        metadata={
+            "doc": "`learned` (the LightGBM ranker shipped in the package, over every stage's "
+            "evidence; scores are calibrated probabilities) or `rrf` (the fused order)"
         },
     )
     stage_weights: str = field(
         default="",
-        metadata={"doc": "Static weight per stage (scales the per-query one), e.g. `graph=0.9`"},
+        metadata={"doc": "Fusion weight per stage (default 1), e.g. `graph=0.9`"},
     )
     stage_timeout_seconds: float = field(
         default=5.0, metadata={"doc": "Time budget of each recall stage"}
@@ -505,8 +512,10 @@ class Settings:
         _check_registered_names(self)
         if graph.graph_backend == "neo4j" and not graph.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
-        if self.recall.recall_fusion not in {"weighted-rrf", "rrf", "convex"}:
-            raise SettingsError("KNOWMIND_RECALL_FUSION must be weighted-rrf, rrf or convex")
+        if self.recall.recall_fusion not in {"rrf", "convex"}:
+            raise SettingsError("KNOWMIND_RECALL_FUSION must be rrf or convex")
+        if self.recall.ranker not in {"learned", "rrf"}:
+            raise SettingsError("KNOWMIND_RANKER must be learned or rrf")
         if self.models.query_model not in {"auto", "separate", "shared"}:
             raise SettingsError("KNOWMIND_QUERY_MODEL must be auto, separate or shared")
         if server.run_workers not in {"on", "off"}:

@@ -7,7 +7,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from benchmark.calibrate import logistic_fit
 from benchmark.datasets import with_typo
 from benchmark.stats import paired_test, split_of
 
@@ -69,17 +68,6 @@ def test_typo_is_one_edit_in_the_longest_content_word(question):
 def test_typos_vary_with_the_query_id():
     question = "Wie viele Punkte gab die Verteidigung der Panthers ab?"
     assert len({with_typo(f"id-{i}", question) for i in range(30)}) > 10
-
-
-def test_logistic_fit_recovers_the_generating_model():
-    rng = np.random.default_rng(3)
-    x = rng.normal(size=(20000, 2)) * [1.0, 0.1] + [0.0, 0.5]
-    p = 1 / (1 + np.exp(-(0.5 + 2.0 * x[:, 0] - 10.0 * x[:, 1])))
-    y = (rng.random(20000) < p).astype(float)
-    bias, coefficients = logistic_fit(x, y, np.ones(20000), l2=0.01)
-    assert coefficients == pytest.approx([2.0, -10.0], rel=0.15)
-    # the log-odds at the features' centre (the bias alone is poorly determined so far out)
-    assert bias + coefficients @ [0.0, 0.5] == pytest.approx(0.5 - 5.0, abs=0.15)
 
 
 def test_significance_compares_knowmind_with_vector_and_the_best_peer_per_split():

@@ -89,16 +89,16 @@ async def test_two_hop_question_is_answered_by_the_graph_stage_only_with_hops(cl
     question = "Auf welcher Maschine läuft die Software der Bäckerei Korn?"
     answer = corpus.memories["srv_hh_07"]
     stages = ["bm25", "vector", "graph"]
-    # plain RRF: the graph stage's own contribution, whatever weight the fusion gives it
+    # the fused order: the graph stage's own contribution, whatever the ranker makes of it
     with_hops = await ask(
-        client, corpus, question, k=10, hops=2, stages=stages, explain=True, fusion="rrf"
+        client, corpus, question, k=10, hops=2, stages=stages, explain=True, ranker="rrf"
     )
     hit = next(r for r in with_hops["results"] if r["memory_id"] == answer)
     assert hit["stages"]["graph"] is not None
     assert corpus.entities["Bäckerei Korn"] in [
         e["id"] for e in with_hops["explain"]["matched_entities"]
     ]
-    without = await ask(client, corpus, question, k=10, hops=0, stages=stages, fusion="rrf")
+    without = await ask(client, corpus, question, k=10, hops=0, stages=stages, ranker="rrf")
     assert answer not in [r["memory_id"] for r in without["results"]]
     assert "graph" not in without["timings_ms"]
 
@@ -113,9 +113,16 @@ async def test_explain_reports_seeds_and_ppr(client, corpus):
 
 async def test_weights_change_the_fusion(client, corpus):
     query = "Backups der Datenbanken"
-    plain = await ask(client, corpus, query, k=5, stages=["bm25", "vector"], fusion="rrf")
+    stages = ["bm25", "vector"]
+    plain = await ask(client, corpus, query, k=5, stages=stages, ranker="rrf")
     vector_only = await ask(
-        client, corpus, query, k=5, stages=["bm25", "vector"], weights={"bm25": 0.0, "vector": 1.0}
+        client,
+        corpus,
+        query,
+        k=5,
+        stages=stages,
+        weights={"bm25": 0.0, "vector": 1.0},
+        ranker="rrf",
     )
     vector_ranked = sorted(
         (r for r in vector_only["results"] if r["stages"]["vector"]),
@@ -127,16 +134,17 @@ async def test_weights_change_the_fusion(client, corpus):
     assert plain["results"] != vector_only["results"]
 
 
-async def test_explain_shows_each_stage_weight_with_its_signals_and_rule(client, corpus):
+async def test_explain_shows_the_fusion_the_signals_and_what_the_ranker_read(client, corpus):
     body = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True)
     fusion = body["explain"]["fusion"]
-    assert fusion["method"] == "weighted-rrf"
-    vector = fusion["stages"]["vector"]
-    assert vector["signals"]["top1"] > 0.5 and vector["signals"]["margin"] >= 0
-    assert vector["weight"] > 0 and vector["rule"] and 0 < vector["p_quality"] < 1
-    assert fusion["stages"]["bm25"]["signals"]["hits"] >= 1
-    rrf = await ask(client, corpus, "Backups der Datenbanken", k=5, explain=True, fusion="rrf")
-    assert {s["weight"] for s in rrf["explain"]["fusion"]["stages"].values()} <= {0.0, 1.0}
+    assert fusion["method"] == "rrf" and fusion["rrf_k"] == 60
+    assert set(fusion["weights"].values()) == {1.0}
+    assert fusion["signals"]["vector"]["top1"] > 0.5 and fusion["signals"]["vector"]["margin"] >= 0
+    assert body["explain"]["ranker"]["name"] == "learned" == body["ranker"]
+    first = body["results"][0]
+    features = first["explanation"]["features"]
+    assert features["cosine"] > 0.5 and features["rrf_rank"] >= 1
+    assert 0 <= first["score"] <= 1 and 0 < first["fused"] <= 1
 
 
 async def test_convex_fusion_is_offered_and_an_unknown_method_is_422(client, corpus):

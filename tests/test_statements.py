@@ -10,7 +10,6 @@ from litestar.testing import AsyncTestClient
 
 from knowmind.recall.base import RecallRequest, StageContext
 from knowmind.recall.statements import StatementStage, statement_kinds
-from knowmind.recall.weighting import Calibration, StageModel, stage_weights
 from tests.conftest import TenantAccess
 from tests.fixtures.statements_corpus import LOGS, QUESTIONS, Log
 
@@ -23,24 +22,6 @@ def test_the_kinds_a_question_asks_about() -> None:
     assert statement_kinds("Wo laufe ich am liebsten?") == ("preference", "fact")
     assert statement_kinds("Who founded the Siemens AG?") == ()
     assert statement_kinds("Zahlungsziel der Müller GmbH") == ()
-
-
-def test_a_mirroring_stage_weighs_as_its_model_unit() -> None:
-    """Unit test on plain numbers: statements takes the vector stage's weight, but only when
-    it found something and no weight was asked for."""
-    calibration = Calibration({"vector": StageModel(1.0, {"top1": 2.0})}, sharpness=1.0)
-    signals = {"vector": {"top1": 0.5}, "statements": {}}
-    weights = stage_weights(signals, {"vector": 10, "statements": 3}, calibration)
-    assert weights["statements"].weight == weights["vector"].weight > 1.0
-    assert weights["statements"].rule.startswith("weighs as vector")
-    empty = stage_weights(signals, {"vector": 10, "statements": 0}, calibration)
-    assert empty["statements"].weight == 0.0
-    asked = stage_weights(
-        signals, {"vector": 10, "statements": 3}, calibration, fixed={"statements": 0.5}
-    )
-    assert asked["statements"].weight == 0.5
-    lost = stage_weights(signals, {"vector": 0, "statements": 3}, calibration)
-    assert lost["statements"].weight == 1.0 and "vector found nothing" in lost["statements"].rule
 
 
 async def test_a_question_about_nothing_personal_makes_no_query() -> None:

@@ -10,7 +10,7 @@ from knowmind.ingest.chunker import chunk_text
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.language import language_detector
 
-__all__ = ["PreparedChunks", "index_language", "prepare_chunks"]
+__all__ = ["PreparedChunks", "content_language", "index_language", "prepare_chunks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +47,13 @@ def index_language(tenant_language: str, content: str, detect: bool) -> str:
     if not detect or tenant_language != "simple":
         return tenant_language
     return language_detector().detect(content) or tenant_language
+
+
+# Language identification reads this much of a memory: enough to be sure, cheap for a book.
+LANGUAGE_SAMPLE_CHARS = 2000
+
+
+def content_language(content: str) -> str | None:
+    """The language a memory is written in (a text-search configuration name), None when the
+    detector is unsure (a short or mixed text)."""
+    return language_detector().detect(content[:LANGUAGE_SAMPLE_CHARS])

@@ -36,8 +36,10 @@ class RecallRequest:
     candidates: int = 50  # per stage, before fusion
     stages: Sequence[str] | None = None  # None: every stage
     weights: Mapping[str, float] | None = None  # over the configured defaults
-    fusion: str | None = None  # "weighted-rrf", "rrf" or "convex"; None: the configured one
+    fusion: str | None = None  # "rrf" or "convex"; None: the configured one
+    ranker: str | None = None  # "learned" or "rrf"; None: the configured one
     rerank: bool | None = None  # None: when a reranker is active
+    min_score: float = 0.0  # results scoring below it are dropped
     hops: int = 2  # graph hops; 0 leaves the graph stage out
     explain: bool = False
 
@@ -74,6 +76,13 @@ class StageContext:
     # Per-candidate evidence a stage found (e.g. the relation path that reached a memory), keyed
     # by stage, then memory id, then feature name; read by the ranker as features.
     evidence: dict[str, dict[UUID, dict[str, float]]] = field(default_factory=dict)
+    # The question's lexemes with their idf (set by the lexical stage) and its language (a
+    # text-search configuration name, None when unsure): the ranker's term coverage and
+    # language match.
+    query_lexemes: dict[str, float] = field(default_factory=dict)
+    question_language: str | None = None
+    # whether the query embedding was asked for (the ranker reads it only then)
+    embedding_started: Callable[[], bool] = lambda: False
 
 
 class StageUnavailableError(RuntimeError):

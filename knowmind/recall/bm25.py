@@ -77,6 +77,12 @@ class OkapiBM25Stage:
             rows = await lexical.bm25_candidates(conn, request)
         candidates = [Candidate(chunk_id, memory_id, s) for chunk_id, memory_id, s in rows]
         ctx.signals[self.name] = _signals(analysis, candidates, query.language, detected)
+        ctx.query_lexemes = {
+            t.lexeme: t.weight * lexical.idf(analysis.stats.chunk_count, t.df)
+            for t in analysis.terms
+            if t.df > 0
+        }
+        ctx.question_language = detected
         ctx.explain["bm25_corrections"] = analysis.corrections
         if analysis.compounds:
             ctx.explain["bm25_compounds"] = analysis.compounds

@@ -16,9 +16,8 @@ __all__ = ["FUSION_METHODS", "Fused", "convex_fusion", "dedupe", "reciprocal_ran
 K = TypeVar("K", bound=Hashable)
 
 DEFAULT_K = 60
-# "weighted-rrf": RRF with per-query weights from the stages' signals; "rrf": fixed weights;
-# "convex": normalised scores, weighted like "weighted-rrf".
-FUSION_METHODS = ("weighted-rrf", "rrf", "convex")
+# "rrf": Reciprocal Rank Fusion with fixed weights; "convex": normalised scores, same weights.
+FUSION_METHODS = ("rrf", "convex")
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
-"""The recall pipeline: run the selected stages concurrently (each within a time budget), weigh
-each stage by the evidence it reports for this query, fuse their memory rankings (weighted RRF by
-default), rerank the short list, and return the best chunk per memory."""
+"""The recall pipeline: run the selected stages concurrently (each within a time budget), fuse
+their memory rankings (Reciprocal Rank Fusion, k = 60), re-score the short list with the ranker
+over every stage's evidence (``recall.ranking``), rerank its head with a cross-encoder when one
+is active, and return the best chunk per memory with a score a user can read."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 import structlog
@@ -29,16 +30,10 @@ from knowmind.recall.fusion import (
     convex_fusion,
     reciprocal_rank_fusion,
 )
+from knowmind.recall.ranker import Ranker, RankerUnavailableError, build_ranker
+from knowmind.recall.ranking import RankedCandidate, RankStep
 from knowmind.recall.rerank import RerankStep
-from knowmind.recall.weighting import (
-    Calibration,
-    StageWeight,
-    list_signals,
-    stage_weights,
-)
-from knowmind.recall.weighting import default_calibration as _default_calibration
 from knowmind.store.rows import ChunkHit
-from knowmind.store.search import fetch_chunks
 
 __all__ = ["RecallOutcome", "RecallPipeline", "RecalledMemory"]
 
@@ -49,9 +44,12 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class RecalledMemory:
     chunk: ChunkHit
-    score: float
+    score: float  # the ranker's probability that the memory answers the question (0–1)
     stages: dict[str, int | None]
     rerank_score: float | None = None
+    fused: float = 0.0  # the fused (RRF) score as a share of the best possible
+    ranker_score: float = 0.0  # the ranker's raw score (orders the results)
+    features: dict[str, float] | None = None  # with explain: what the ranker read
 
 
 @dataclass(slots=True)
@@ -60,17 +58,12 @@ class RecallOutcome:
     timings_ms: dict[str, float]
     degraded_reasons: list[str] = field(default_factory=list)
     explain: dict[str, Any] | None = None
-    # what fusion saw: each stage's memory ranking (best first, with scores) and chosen weight
+    # what fusion saw: each stage's memory ranking (best first, with scores)
     stage_rankings: dict[str, list[tuple[UUID, float]]] = field(default_factory=dict)
-    stage_weights: dict[str, StageWeight] = field(default_factory=dict)
-    signals: dict[str, dict[str, float]] = field(default_factory=dict)  # as reported
-    # the fused score of a memory every contributing stage ranked first (scores / this: a
-    # share in (0, 1]); 0 when nothing was fused
-    best_score: float = 0.0
-
-    def share(self, score: float) -> float:
-        """``score`` as a share of the best possible fused score (1.0: first everywhere)."""
-        return round(min(1.0, score / self.best_score), 4) if self.best_score > 0 else 0.0
+    signals: dict[str, dict[str, float]] = field(default_factory=dict)  # as the stages reported
+    ranker: str = "rrf"  # the ranker that ordered the results
+    # with explain: the whole short list the ranker scored, in its order (before ``k``)
+    shortlist: list[RecalledMemory] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -92,8 +85,8 @@ class RecallPipeline:
         stage_timeout_s: float = 5.0,
         default_weights: Mapping[str, float] | None = None,
         rerank: RerankStep | None = None,
-        fusion: str = "weighted-rrf",
-        calibration: Calibration | None = None,
+        fusion: str = "rrf",
+        ranker: str = "learned",
     ) -> None:
         if fusion not in FUSION_METHODS:
             raise ValueError(f"fusion must be one of {', '.join(FUSION_METHODS)}")
@@ -105,7 +98,24 @@ class RecallPipeline:
         self.default_weights = dict(default_weights or {})
         self.rerank = rerank or RerankStep("none")
         self.fusion = fusion
-        self.calibration = calibration
+        self.ranker_name = ranker
+        self.ranker_reason: str | None = None  # why the configured ranker cannot run
+        self._rankers: dict[str, Ranker] = {}
+        try:
+            self._rankers[ranker] = build_ranker(ranker)
+        except RankerUnavailableError as exc:
+            self.ranker_reason = str(exc)
+        self._rankers.setdefault("rrf", build_ranker("rrf"))
+
+    def ranker_for(self, requested: str | None) -> tuple[Ranker, str | None]:
+        """The ranker a request gets, and why it is not the one it asked for (or configured)."""
+        name = requested or self.ranker_name
+        if name not in self._rankers:
+            try:
+                self._rankers[name] = build_ranker(name)
+            except RankerUnavailableError as exc:
+                return self._rankers["rrf"], f"ranker {name}: {exc}; fused order kept"
+        return self._rankers[name], None
 
     async def recall(self, query: RecallRequest) -> RecallOutcome:
         started = time.perf_counter()
@@ -114,11 +124,13 @@ class RecallPipeline:
         finished: dict[str, asyncio.Future[list[Candidate]]] = {
             name: asyncio.get_running_loop().create_future() for name in selected
         }
+        embedding = _Once(lambda: self._embed(query.text, timings))
         ctx = StageContext(
             db=self.db,
-            query_embedding=_once(lambda: self._embed(query.text, timings)),
-            query_entities=_once(lambda: self._entities(query)),
+            query_embedding=embedding,
+            query_entities=_Once(lambda: self._entities(query)),
             results_of=lambda name: _results_of(finished, name),
+            embedding_started=lambda: embedding.started,
         )
         runs = await asyncio.gather(
             *(self._run(self.stages[n], query, ctx, finished) for n in selected)
@@ -128,106 +140,114 @@ class RecallPipeline:
 
         fuse_started = time.perf_counter()
         rankings = {run.name: _memory_ranking(run.candidates) for run in runs}
-        evidence = {
-            name: {**list_signals([s for _, s in ranking]), **ctx.signals.get(name, {})}
-            for name, ranking in rankings.items()
-        }
-        chosen = self._weights(rankings, evidence, query)
-        fused = self._fuse(rankings, chosen, query.fusion or self.fusion)
-        best_chunk = _best_chunk_per_memory(runs)
+        weights = self._weights(rankings, query)
+        fused = self._fuse(rankings, weights, query.fusion or self.fusion)
         timings["fuse"] = _ms_since(fuse_started)
 
         reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
-        shortlist = fused[: max(query.k, self.rerank.candidates)]
-        async with self.db.read(query.tenant) as conn:
-            chunks = await fetch_chunks(conn, query.tenant, [best_chunk[f.key] for f in shortlist])
-        shortlist = [f for f in shortlist if best_chunk[f.key] in chunks]  # deleted meanwhile
+        ranker, ranker_reason = self.ranker_for(query.ranker)
+        if ranker_reason:
+            reasons.append(ranker_reason)
+        rank_started = time.perf_counter()
+        ranked = await RankStep(ranker).rank(
+            query,
+            ctx,
+            fused,
+            rankings,
+            _best_chunk_per_memory(runs),
+            self._best_score(rankings, weights, query.fusion or self.fusion),
+            keep_features=query.explain,
+        )
+        timings["rank"] = _ms_since(rank_started)
+        results, rerank_reason = await self._rerank(query, ranked, timings)
+        shortlist = [_recalled(r, self.stages) for r in ranked] if query.explain else []
+        if rerank_reason:
+            reasons.append(f"rerank: {rerank_reason}")
+        timings["total"] = _ms_since(started)
+        explain = await self._explain(query, ctx, weights, ranker) if query.explain else None
+        return RecallOutcome(
+            results, timings, reasons, explain, rankings, ctx.signals, ranker.name, shortlist
+        )
+
+    async def _rerank(
+        self, query: RecallRequest, ranked: list[RankedCandidate], timings: dict[str, float]
+    ) -> tuple[list[RecalledMemory], str | None]:
+        """The cross-encoder's order of the ranker's head (when one is active), cut to ``k``
+        after dropping what scores below ``min_score``."""
         rerank_started = time.perf_counter()
         order, rerank_scores, reason = await self.rerank.apply(
-            query.text, [chunks[best_chunk[f.key]] for f in shortlist], query.rerank
+            query.text, [r.chunk for r in ranked], query.rerank
         )
-        if reason:
-            reasons.append(f"rerank: {reason}")
         if rerank_scores is not None:
             timings["rerank"] = _ms_since(rerank_started)
         results = [
-            RecalledMemory(
-                chunk=chunks[best_chunk[shortlist[i].key]],
-                score=shortlist[i].score,
-                stages={name: shortlist[i].ranks.get(name) for name in self.stages},
-                rerank_score=None if rerank_scores is None else rerank_scores[i],
-            )
-            for i in order[: query.k]
+            _recalled(ranked[i], self.stages, None if rerank_scores is None else rerank_scores[i])
+            for i in order
+            if ranked[i].probability >= query.min_score
         ]
-        timings["total"] = _ms_since(started)
-        explain = None
-        if query.explain:
-            ctx.explain["fusion"] = {
-                "method": query.fusion or self.fusion,
-                "calibration": (self.calibration or _default_calibration()).source,
-                "stages": {name: w.explain() for name, w in chosen.items()},
-            }
-            matched = await ctx.query_entities()
-            explain = {
-                "matched_entities": [
-                    {
-                        "id": str(m.id),
-                        "name": m.name,
-                        "entity_class": m.entity_class,
-                        "score": round(m.score, 3),
-                    }
-                    for m in matched
-                ],
-                "seeds": ctx.explain.get("seeds", []),
-                "ppr_top": ctx.explain.get("ppr_top", []),
-                **{k: v for k, v in ctx.explain.items() if k not in ("seeds", "ppr_top")},
-            }
-        best = self._best_score(chosen, query.fusion or self.fusion)
-        return RecallOutcome(results, timings, reasons, explain, rankings, chosen, evidence, best)
+        return results[: query.k], reason
 
-    def _best_score(self, chosen: Mapping[str, StageWeight], method: str) -> float:
-        """What a memory ranked first by every stage with candidates would score."""
-        weights = [w.weight for w in chosen.values() if w.depth > 0]
-        if method == "convex":
-            return 1.0 if any(w > 0 for w in weights) else 0.0
-        return sum(weights) / (self.rrf_k + 1)
+    async def _explain(
+        self,
+        query: RecallRequest,
+        ctx: StageContext,
+        weights: Mapping[str, float],
+        ranker: Ranker,
+    ) -> dict[str, Any]:
+        ctx.explain["fusion"] = {
+            "method": query.fusion or self.fusion,
+            "rrf_k": self.rrf_k,
+            "weights": dict(weights),
+            "signals": ctx.signals,
+        }
+        ctx.explain["ranker"] = {"name": ranker.name, "description": ranker.description}
+        matched = await ctx.query_entities()
+        return {
+            "matched_entities": [
+                {
+                    "id": str(m.id),
+                    "name": m.name,
+                    "entity_class": m.entity_class,
+                    "score": round(m.score, 3),
+                }
+                for m in matched
+            ],
+            "seeds": ctx.explain.get("seeds", []),
+            "ppr_top": ctx.explain.get("ppr_top", []),
+            **{k: v for k, v in ctx.explain.items() if k not in ("seeds", "ppr_top")},
+        }
 
-    def _weights(
+    def _best_score(
         self,
         rankings: Mapping[str, list[tuple[UUID, float]]],
-        evidence: Mapping[str, Mapping[str, float]],
-        request: RecallRequest,
-    ) -> dict[str, StageWeight]:
-        """Per-stage weights: calibrated from the evidence (the list's own shape under the
-        stage's reported signals), or fixed for "rrf"; the operator's static weights scale
-        them, a request's weights replace them."""
-        method = request.fusion or self.fusion
-        depths = {name: len(ranking) for name, ranking in rankings.items()}
-        if method == "rrf":
-            fixed = {name: self.default_weights.get(name, 1.0) for name in rankings}
-            fixed.update(request.weights or {})
-            return stage_weights(evidence, depths, self.calibration, fixed=fixed)
-        chosen = stage_weights(evidence, depths, self.calibration, fixed=request.weights)
-        for name, scale in self.default_weights.items():
-            if name in chosen and not (request.weights and name in request.weights):
-                w = chosen[name]
-                chosen[name] = StageWeight(
-                    name, w.weight * scale, w.depth, w.probability,
-                    f"{w.rule}; × {scale:g} (stage_weights setting)", w.signals,
-                )  # fmt: skip
-        return chosen
+        weights: Mapping[str, float],
+        method: str,
+    ) -> float:
+        """What a memory ranked first by every stage with candidates would score."""
+        found = [weights[name] for name, ranking in rankings.items() if ranking]
+        if method == "convex":
+            return 1.0 if any(w > 0 for w in found) else 0.0
+        return sum(found) / (self.rrf_k + 1)
+
+    def _weights(
+        self, rankings: Mapping[str, list[tuple[UUID, float]]], request: RecallRequest
+    ) -> dict[str, float]:
+        """Each stage's fusion weight: 1, or the operator's ``stage_weights`` setting, or what
+        the request asks for."""
+        weights = {name: self.default_weights.get(name, 1.0) for name in rankings}
+        weights.update({k: v for k, v in (request.weights or {}).items() if k in rankings})
+        return weights
 
     def _fuse(
         self,
         rankings: Mapping[str, list[tuple[UUID, float]]],
-        chosen: Mapping[str, StageWeight],
+        weights: Mapping[str, float],
         method: str,
     ) -> list[Fused[UUID]]:
-        weights = {name: w.weight for name, w in chosen.items()}
         if method == "convex":
-            return convex_fusion({n: r[: chosen[n].depth] for n, r in rankings.items()}, weights)
-        cut = {n: [m for m, _ in r[: chosen[n].depth]] for n, r in rankings.items()}
-        return reciprocal_rank_fusion(cut, k=self.rrf_k, weights=weights)
+            return convex_fusion(rankings, weights)
+        lists = {name: [m for m, _ in ranking] for name, ranking in rankings.items()}
+        return reciprocal_rank_fusion(lists, k=self.rrf_k, weights=weights)
 
     def _select(self, query: RecallRequest) -> list[str]:
         wanted = list(query.stages) if query.stages is not None else list(self.stages)
@@ -270,17 +290,22 @@ class RecallPipeline:
             return await match_entities(conn, query.tenant, query.text)
 
 
-def _once(factory: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
-    """A zero-argument coroutine function that runs ``factory`` once and shares the result."""
-    task: asyncio.Task[T] | None = None
+class _Once(Generic[T]):
+    """A zero-argument coroutine function that runs ``factory`` once and shares the result;
+    ``started`` says whether anyone asked yet."""
 
-    async def get() -> T:
-        nonlocal task
-        if task is None:
-            task = asyncio.ensure_future(factory())
-        return await asyncio.shield(task)
+    def __init__(self, factory: Callable[[], Awaitable[T]]) -> None:
+        self._factory = factory
+        self._task: asyncio.Task[T] | None = None
 
-    return get
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    async def __call__(self) -> T:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._factory())
+        return await asyncio.shield(self._task)
 
 
 async def _results_of(
@@ -288,6 +313,20 @@ async def _results_of(
 ) -> list[Candidate]:
     future = finished.get(name)
     return [] if future is None else await asyncio.shield(future)
+
+
+def _recalled(
+    ranked: RankedCandidate, stages: Mapping[str, object], rerank_score: float | None = None
+) -> RecalledMemory:
+    return RecalledMemory(
+        chunk=ranked.chunk,
+        score=round(ranked.probability, 4),
+        stages={name: ranked.fused.ranks.get(name) for name in stages},
+        rerank_score=rerank_score,
+        fused=ranked.fused_share,
+        ranker_score=ranked.raw,
+        features=ranked.features,
+    )
 
 
 def _memory_ranking(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]:

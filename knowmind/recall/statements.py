@@ -7,7 +7,7 @@ tagged ``preference`` ("I prefer oat milk"), ``fact`` ("I work as a nurse in Lei
 that asks about the user's likes, the user's own circumstances or what changed is answered
 from those statements first: this stage ranks the statements of the kinds the question asks
 about by cosine similarity (exact over the tagged rows: a few per document), and fusion weighs
-it as it weighs the vector stage (``weighting``: a stage that mirrors another), so a matching
+it like any stage (the ranker reads its rank beside the others'), so a matching
 statement lifts its memory and is the chunk the answer shows. A question that asks about none
 of them leaves the stage out (no query is made; ``explain`` says which kinds were asked for).
 

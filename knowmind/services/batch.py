@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text
-from knowmind.ingest.pipeline import passage_text
+from knowmind.ingest.pipeline import content_language, passage_text
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import (
@@ -262,7 +262,11 @@ def _row(service: MemoryService, who: Principal, p: _Pending) -> memory_store.Me
     assert p.embeddings is not None
     language = service.language_of(who.language, p.draft.content)
     return memory_store.MemoryToInsert(
-        memory_values(p.draft, p.sha), language, p.contents, p.embeddings
+        memory_values(p.draft, p.sha),
+        language,
+        p.contents,
+        p.embeddings,
+        content_language=content_language(p.draft.content),
     )
 
 

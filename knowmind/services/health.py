@@ -25,7 +25,6 @@ from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.llm import LLM_PROVIDERS
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
-from knowmind.recall.weighting import default_calibration
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store.jobs import job_backlog
 from knowmind.store.outbox import outbox_lag
@@ -218,6 +217,7 @@ class HealthService:
                 "model": self.embedder.model_id,
                 "dim": self.embedder.dim,
             },
+            "ranker": self._ranker_capability(),
             "reranker": self._reranker_capability(),
             "graph": {
                 "backend": self.graph_reader.name,
@@ -254,8 +254,19 @@ class HealthService:
                 "method": self.pipeline.fusion,
                 "k": self.pipeline.rrf_k,
                 "weights": self.pipeline.default_weights,
-                "calibration": (self.pipeline.calibration or default_calibration()).source,
             },
+        }
+
+    def _ranker_capability(self) -> dict[str, Any]:
+        """The ranker every recall gets unless it asks for another, and why not when it
+        cannot run (recalls then keep the fused order and say so)."""
+        ranker, reason = self.pipeline.ranker_for(None)
+        return {
+            "configured": self.pipeline.ranker_name,
+            "active": ranker.name,
+            "description": ranker.description,
+            "reason": reason,
+            "cross_encoder_after": self.rerank.status().active,
         }
 
     def _reranker_capability(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
-from knowmind.ingest.pipeline import index_language
+from knowmind.ingest.pipeline import content_language, index_language
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import IngestSettings
@@ -61,7 +61,9 @@ async def insert_memory(
 
     The caller wakes the job worker once its transaction has committed.
     """
-    item = memory_store.MemoryToInsert(memory, language, contents, embeddings, kinds)
+    item = memory_store.MemoryToInsert(
+        memory, language, contents, embeddings, kinds, content_language(memory.content)
+    )
     inserted = await memory_store.insert_memory(conn, tenant, item, job_kind=EXTRACT_JOB)
     if inserted is not None and relations:
         await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations))

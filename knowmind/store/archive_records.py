@@ -99,6 +99,7 @@ class Memory(msgspec.Struct, tag="memory", **_TAGGED):
     document_id: UUID | None
     recorded_at: datetime
     superseded_at: datetime | None
+    content_language: str | None = None  # archives written before it have none
 
 
 class Chunk(msgspec.Struct, tag="chunk", **_TAGGED):

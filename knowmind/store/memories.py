@@ -97,10 +97,11 @@ async def chunk_counts(
 _INSERT_MEMORIES = text(
     "WITH i AS (SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS x (n integer, "
     "title text, content text, memory_type text, tags text[], source text, domain text, "
-    "metadata jsonb, sha256 text, document_id uuid, language text)), "
+    "metadata jsonb, sha256 text, document_id uuid, language text, content_language text)), "
     "m AS (INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
-    "metadata, content_sha256, document_id) SELECT :tenant, i.title, i.content, i.memory_type, "
-    "i.tags, i.source, i.domain, i.metadata, decode(i.sha256, 'hex'), i.document_id "
+    "metadata, content_sha256, document_id, content_language) SELECT :tenant, i.title, "
+    "i.content, i.memory_type, i.tags, i.source, i.domain, i.metadata, decode(i.sha256, 'hex'), "
+    "i.document_id, i.content_language "
     "FROM i ORDER BY i.n "
     "ON CONFLICT (tenant_id, content_sha256) "
     "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
@@ -135,13 +136,15 @@ class InsertedMemory:
 class MemoryToInsert:
     """A memory with its chunks (``contents`` and their ``embeddings``, one row each, and
     optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``), indexed in the
-    text-search configuration ``language``."""
+    text-search configuration ``language``; ``content_language``: the language the content is
+    written in (a configuration name; None when unsure)."""
 
     memory: NewMemory
     language: str
     contents: Sequence[str]
     embeddings: np.ndarray
     kinds: Sequence[str | None] = ()
+    content_language: str | None = None
 
 
 async def insert_memory(
@@ -182,7 +185,10 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
         memory = msgspec.structs.asdict(item.memory)
         memory["sha256"] = item.memory.sha256.hex()
         memory["document_id"] = str(item.memory.document_id) if item.memory.document_id else None
-        rows.append({"n": n, "language": item.language, **memory})
+        rows.append(
+            {"n": n, "language": item.language, "content_language": item.content_language}
+            | memory
+        )
         count = len(item.contents)
         chunk_of += [n] * count
         ordinals += range(count)

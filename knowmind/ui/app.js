@@ -4,7 +4,7 @@
 
 const KM = (() => {
   const $ = (id) => document.getElementById(id);
-  const STAGES = ["bm25", "vector", "graph", "statements", "identity"];
+  const STAGES = ["bm25", "vector", "graph", "statements", "identity", "relations"];
   let lang = localStorage.getItem("km.lang") || (navigator.language || "en").slice(0, 2);
   if (!window.KM_TEXTS[lang]) lang = "en";
   let role = null; // "tenant" | "admin"
