@@ -161,7 +161,7 @@ def cmd_recall(_settings: Settings, args: argparse.Namespace) -> int:
         return 2
     with Knowmind(args.url, args.token) as client:
         try:
-            answer = client.recall(args.query, k=args.k)
+            answer = client.recall(args.query, k=args.k, min_score=args.min_score)
         except (KnowmindAPIError, httpx.HTTPError) as exc:
             print(f"knowmind recall: {exc or type(exc).__name__}", file=sys.stderr)
             return 1
@@ -169,7 +169,7 @@ def cmd_recall(_settings: Settings, args: argparse.Namespace) -> int:
         print(msgspec.json.encode(answer).decode())
         return 0
     for rank, hit in enumerate(answer.results, start=1):
-        print(f"{rank}. [{hit.score:.4f}] {hit.title or hit.memory_id}")
+        print(f"{rank}. [{hit.score:.2f}] {hit.title or hit.memory_id}")
         print("   " + hit.content[:300].replace("\n", "\n   "))
     for reason in answer.degraded_reasons:
         print(f"degraded: {reason}", file=sys.stderr)
@@ -585,6 +585,12 @@ def build_parser() -> argparse.ArgumentParser:
     remote = sub.add_parser("recall", help="ask a running server (over HTTP, any host)")
     remote.add_argument("query")
     remote.add_argument("-k", type=int, default=5, help="how many results (1-25)")
+    remote.add_argument(
+        "--min-score",
+        type=float,
+        default=0.0,
+        help="leave out results whose score (the probability, 0-1, that they answer) is lower",
+    )
     remote.add_argument("--url", default=os.environ.get("KNOWMIND_URL"), help="or KNOWMIND_URL")
     remote.add_argument(
         "--token", default=os.environ.get("KNOWMIND_TOKEN"), help="or $KNOWMIND_TOKEN"

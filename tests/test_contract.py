@@ -27,6 +27,8 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
     ("knowmind_recall_memories", "hops"): (RecallIn, "hops"),
     ("knowmind_recall_at_time", "query"): (RecallIn, "query"),
     ("knowmind_recall_at_time", "k"): (RecallIn, "k"),
+    ("knowmind_recall_memories", "min_score"): (RecallIn, "min_score"),
+    ("knowmind_recall_at_time", "min_score"): (RecallIn, "min_score"),
     **{
         ("knowmind_store_memory", name): (MemoryIn, name)
         for name in ("content", "title", "memory_type", "tags", "source", "domain", "relations")

@@ -200,7 +200,18 @@ class RecallIn(Struct):
     )
     rerank: bool | None = None
     weights: dict[StageName, Annotated[float, Meta(ge=0.0, le=10.0)]] | None = None
-    fusion: Literal["weighted-rrf", "rrf", "convex"] | None = None
+    fusion: Annotated[
+        Literal["rrf", "convex"] | None,
+        Meta(description="how the stages' lists are fused before the ranker (default rrf)"),
+    ] = None
+    ranker: Annotated[
+        Literal["learned", "rrf"] | None,
+        Meta(description="`learned` (default) or `rrf` (the fused order as it is)"),
+    ] = None
+    min_score: Annotated[
+        float,
+        Meta(ge=0.0, le=1.0, description="drop results whose score is below this (0–1)"),
+    ] = 0.0
     explain: bool = False
     as_of: Annotated[datetime, _moment("valid time: what was true then")] | None = None
     known_at: Annotated[datetime, _moment("transaction time: what we knew then")] | None = None
@@ -214,9 +225,19 @@ class RecallHit(Struct):
     source: str | None
     memory_type: str
     created_at: datetime
-    score: float
+    score: Annotated[
+        float,
+        Meta(description="the probability (0–1) that this memory answers the question"),
+    ]
     stages: dict[str, int | None]
     rerank_score: float | None = None
+    fused: Annotated[
+        float, Meta(description="the fused (RRF) score as a share of the best possible")
+    ] = 0.0
+    explanation: Annotated[
+        dict[str, Any] | None,
+        Meta(description="with explain: the ranker's raw score and the features it read"),
+    ] = None
     kind: Annotated[
         Literal["preference", "fact", "update"] | None,
         Meta(description="the chunk is a statement of this kind (tagged by knowmind's client)"),
@@ -228,6 +249,7 @@ class RecallOut(Struct):
     timings_ms: dict[str, float]
     degraded: bool
     degraded_reasons: list[str]
+    ranker: str = "learned"
     explain: dict[str, Any] | None = None
 
 

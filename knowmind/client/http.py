@@ -132,10 +132,11 @@ class Knowmind:
         """Up to 100 memories (each like ``remember``'s arguments), per-item results."""
         return self._call("POST", "/v1/memories/batch", BatchResult, json={"items": items})
 
-    def recall(self, query: str, k: int = 5, **options: Any) -> Recall:
-        """``options``: filters, hops, stages, rerank, weights, fusion, explain, as_of,
-        known_at."""
-        body = _json({"query": query, "k": k, **options})
+    def recall(self, query: str, k: int = 5, min_score: float = 0.0, **options: Any) -> Recall:
+        """Each hit's ``score`` is the probability (0–1) that it answers the question;
+        ``min_score`` leaves out the hits below it. ``options``: filters, hops, stages, rerank,
+        weights, fusion, ranker, explain, as_of, known_at."""
+        body = _json({"query": query, "k": k, "min_score": min_score, **options})
         return self._call("POST", "/v1/recall", Recall, json=body)
 
     def memory(self, memory_id: UUID | str) -> Memory:
@@ -220,8 +221,10 @@ class AsyncKnowmind:
     async def remember_many(self, items: list[dict[str, Any]]) -> BatchResult:
         return await self._call("POST", "/v1/memories/batch", BatchResult, json={"items": items})
 
-    async def recall(self, query: str, k: int = 5, **options: Any) -> Recall:
-        body = _json({"query": query, "k": k, **options})
+    async def recall(
+        self, query: str, k: int = 5, min_score: float = 0.0, **options: Any
+    ) -> Recall:
+        body = _json({"query": query, "k": k, "min_score": min_score, **options})
         return await self._call("POST", "/v1/recall", Recall, json=body)
 
     async def memory(self, memory_id: UUID | str) -> Memory:

@@ -49,9 +49,11 @@ class Hit(msgspec.Struct):
     source: str | None
     memory_type: str
     created_at: datetime
-    score: float
+    score: float  # the probability (0–1) that this memory answers the question
     stages: dict[str, int | None] = msgspec.field(default_factory=dict)
     rerank_score: float | None = None
+    fused: float = 0.0
+    explanation: dict[str, Any] | None = None
 
 
 class Recall(msgspec.Struct):
@@ -59,6 +61,7 @@ class Recall(msgspec.Struct):
     timings_ms: dict[str, float]
     degraded: bool
     degraded_reasons: list[str]
+    ranker: str = "learned"
     explain: dict[str, Any] | None = None
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "Hops",
     "K",
     "MemoryType",
+    "MinScore",
     "ModelName",
     "Name",
     "OptionalClassName",
@@ -93,6 +94,10 @@ PredicateName = Annotated[
 Description = Annotated[str, Meta(max_length=DESCRIPTION_MAX_CHARS, pattern=NO_NUL)]
 Reason = Annotated[str, Meta(max_length=REASON_MAX_CHARS, pattern=NO_NUL)]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
+MinScore = Annotated[
+    float,
+    Meta(ge=0.0, le=1.0, description="drop results whose score (0–1 probability) is below this"),
+]
 Query = Annotated[
     str,
     Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NO_NUL, extra_json_schema=NOT_BLANK),

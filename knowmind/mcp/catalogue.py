@@ -78,6 +78,11 @@ _RELATIONS = _schema(
 _QUERY = _schema(c.Query, "the question or search text, any language")
 _K = _schema(c.K, "number of results", default=c.K_DEFAULT)
 _HOPS = _schema(c.Hops, "graph hops (0 = text/vector only)", default=c.HOPS_DEFAULT)
+_MIN_SCORE = _schema(
+    c.MinScore,
+    "drop results whose score (the probability, 0-1, that they answer) is below this",
+    default=0.0,
+)
 _MEMORY_TYPE = {"type": "string", "enum": list(c.MEMORY_TYPES), "default": "semantic"}
 _NODE = "id of a memory or entity"
 
@@ -139,12 +144,14 @@ SPECS: tuple[ToolSpec, ...] = (
         "knowmind_recall_memories",
         "Recall memories",
         "Hybrid recall over the tenant's memories and documents (full text + vector + graph "
-        "hops, fused and reranked). Returns the top-k chunks, each with score and source.",
+        "hops, fused and ranked). Returns the top-k chunks, each with its score (the "
+        "probability, 0-1, that it answers the question) and source.",
         _object(
             {
                 "query": _QUERY,
                 "k": _K,
                 "hops": _HOPS,
+                "min_score": _MIN_SCORE,
             },
             ("query",),
         ),
@@ -164,6 +171,7 @@ SPECS: tuple[ToolSpec, ...] = (
                     "description": "ISO-8601 instant (default: now; UTC when no offset)",
                 },
                 "k": _K,
+                "min_score": _MIN_SCORE,
             },
             ("query",),
         ),

@@ -37,7 +37,7 @@ class Tool:
 
 
 async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
-    request = RecallRequest(text=a["query"], k=a["k"], hops=a["hops"])
+    request = RecallRequest(text=a["query"], k=a["k"], hops=a["hops"], min_score=a["min_score"])
     outcome = await rt.recall.recall(who, request)
     return client_recall_result(outcome)
 
@@ -45,7 +45,9 @@ async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
 async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     """Without ``as_of`` the filter is "valid now" by the database's clock."""
     as_of: datetime | None = a.get("as_of")
-    request = RecallRequest(text=a["query"], k=a["k"], filters=MemoryFilters(as_of=as_of))
+    request = RecallRequest(
+        text=a["query"], k=a["k"], filters=MemoryFilters(as_of=as_of), min_score=a["min_score"]
+    )
     outcome = await rt.recall.recall(who, request)
     return {"as_of": as_of or datetime.now(UTC), **client_recall_result(outcome)}
 

@@ -389,7 +389,7 @@ class AnswerService:
                     chunk_id=hit.chunk.chunk_id,
                     title=hit.chunk.title,
                     content=hit.chunk.content,
-                    score=outcome.share(hit.score),
+                    score=hit.score,
                     stages=tuple(s for s, rank in hit.stages.items() if rank is not None),
                     source=hit.chunk.source,
                 )

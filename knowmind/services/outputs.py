@@ -82,11 +82,17 @@ def recall_hit(hit: RecalledMemory, *, with_stages: bool = True) -> dict[str, An
     """One recall result; ``stages`` is each stage's rank of the memory (REST shows it)."""
     fields = _pick(hit.chunk, *_HIT_ATTRS)
     fields |= {
-        "score": round(hit.score, 6),
+        "score": hit.score,
         "rerank_score": None if hit.rerank_score is None else round(hit.rerank_score, 6),
+        "fused": hit.fused,
     }
     if with_stages:
         fields["stages"] = hit.stages
+    if hit.features is not None:
+        fields["explanation"] = {
+            "ranker_score": round(hit.ranker_score, 6),
+            "features": {k: None if v != v else round(v, 4) for k, v in hit.features.items()},
+        }
     return fields
 
 
@@ -107,7 +113,7 @@ def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
         {
             "chunk_id": hit.chunk.chunk_id,
             "content": hit.chunk.content,
-            "score": outcome.share(hit.score),
+            "score": hit.score,
             "metadata": {
                 "source_id": hit.chunk.memory_id,
                 "name": hit.chunk.title or hit.chunk.source or _excerpt(hit.chunk.content),

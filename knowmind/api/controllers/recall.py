@@ -39,6 +39,8 @@ class RecallController(Controller):
             weights=weights,
             rerank=data.rerank,
             fusion=data.fusion,
+            ranker=data.ranker,
+            min_score=data.min_score,
             hops=data.hops,
             explain=data.explain,
         )
@@ -49,5 +51,6 @@ class RecallController(Controller):
             timings_ms=outcome.timings_ms,
             degraded=result["degraded"],
             degraded_reasons=result["degraded_reasons"],
+            ranker=outcome.ranker,
             explain=outcome.explain,
         )
