@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz
+.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz train-ranker
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,12 @@ bench-answer: $(TEST_STAMP)
 
 bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmark --out $(BENCH_OUT)
+
+# The learned ranker (knowmind/recall/ranker/, docs/ranker.md): every dataset ingested as the
+# benchmark does, the features of each dev question's short list collected through the real
+# pipeline, LightGBM fitted (deterministic, one thread). The embedding cache makes reruns quick.
+train-ranker: $(TEST_STAMP)
+	$(BIN)/python -m benchmark.train_ranker --collect --fit --write --dump $(BENCH_OUT)/ranker
 
 # The schema-based fuzzer against the real server, 200 examples per operation (make test runs 15).
 fuzz: $(TEST_STAMP)

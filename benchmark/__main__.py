@@ -35,7 +35,9 @@ if TYPE_CHECKING:  # the peers need the optional ``bench`` extra at run time
     from benchmark.peers import PeerSystem
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICK_DATASETS = ["xquad-de", "xquad-de-typo", "xquad-en-de", "musique", "dbpedia"]
+QUICK_DATASETS = [
+    "xquad-de", "xquad-de-typo", "xquad-en-de", "musique", "dbpedia", "locomo", "relations",
+]  # fmt: skip
 PEERS = ["txtai-bb25", "lancedb-hybrid"]
 SYSTEMS = [
     "fulltext",

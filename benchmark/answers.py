@@ -41,7 +41,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.datasets.split(","):
             dataset = load(name, args.data_dir, quick_mode=True)
             dataset.queries = dataset.queries[: args.queries]
-            who, _ = await ingested_tenant(runtime, dataset)
+            (who, *_), _ = await ingested_tenant(runtime, dataset)
             rows: dict[str, Any] = {}
             for method in METHODS:
                 scores, times, calls = [], [], 0

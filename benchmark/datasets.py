@@ -33,6 +33,7 @@ class Source:
 XQUAD = "google-deepmind/xquad", "7d30520c717524000f0d9d2f9c10a069acd9d285"
 HIPPORAG = "OSU-NLP-Group/HippoRAG", "b144c46df14cabe5f5822d8caded4bec5f709461"
 LEADERBOARD = "agentset-ai/embedding-leaderboard", "7a1376ca20a006b470e3bbb4a08b17affd380d90"
+LOCOMO = "snap-research/LoCoMo", "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376"
 FILES = {
     "xquad/xquad.de.json": Source(*XQUAD, "xquad.de.json",
         "990b5d746746ed65ed4702ea5f35f99ffa4e2f1c390c07d003642acd937916f9"),
@@ -48,6 +49,9 @@ FILES = {
         "93f48e1e465351fbb8d3b5c711c08034e1277e1225553230341bad7e39f16362"),
     "dbpedia/qrels/test.tsv": Source(*LEADERBOARD, "datasets/dbpedia/qrels/test.tsv",
         "e92204355209bd2c52eab3ae1b3e09819cd61f4b1f446e413a4872100519e3d0"),
+    # conversations 2-9 of data/locomo10.json (items 2-9 of the source's list), as shared here
+    "locomo/locomo_conv2-9.json": Source(*LOCOMO, "data/locomo10.json",
+        "bb59da2a04413e9bc743e11395e45ec3b0c457ef1469a1007b25275b03968974"),
 }  # fmt: skip
 
 
@@ -56,12 +60,16 @@ class Doc:
     id: str
     title: str
     text: str
+    relations: tuple[dict[str, str], ...] = ()  # inline relations remembered with the doc
+    partition: str = ""  # docs and queries of one partition share a tenant of their own
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
     id: str
     text: str
+    partition: str = ""
+    kind: str = ""  # a category reported apart (LoCoMo's category, a relation path's hops)
 
 
 @dataclass(slots=True)
@@ -73,6 +81,27 @@ class Dataset:
     qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade (> 0 relevant)
     titles_as_entities: bool = False  # build the graph from passage titles (no gold used)
     sources: list[Source] = field(default_factory=list)
+    # entities created before the docs are remembered: (name, class, aliases)
+    entities: list[tuple[str, str, list[str]]] = field(default_factory=list)
+
+    def parts(self) -> list[Dataset]:
+        """One dataset per partition (each is searched in a tenant of its own)."""
+        names = sorted({d.partition for d in self.docs})
+        if len(names) <= 1:
+            return [self]
+        return [
+            Dataset(
+                self.name,
+                self.language,
+                [d for d in self.docs if d.partition == name],
+                [q for q in self.queries if q.partition == name],
+                {q.id: self.qrels[q.id] for q in self.queries if q.partition == name},
+                self.titles_as_entities,
+                self.sources,
+                self.entities,
+            )
+            for name in names
+        ]
 
 
 class DatasetFileError(RuntimeError):
@@ -170,6 +199,56 @@ def _dbpedia(data_dir: Path) -> Dataset:
     return Dataset("dbpedia", "english", docs, queries, qrels, True, sources)
 
 
+LOCOMO_FIRST = 2  # the shared file holds conversations 2-9 of the source's ten
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def _locomo(data_dir: Path) -> Dataset:
+    """LoCoMo: each conversation a partition (a tenant), each turn a memory titled with its
+    speaker; questions of categories 1-4 (5, adversarial, has no answer in the conversation),
+    judged by their evidence turns."""
+    items = json.loads(_read(data_dir, "locomo/locomo_conv2-9.json"))
+    docs, queries, qrels = [], [], {}
+    for n, item in enumerate(items, start=LOCOMO_FIRST):
+        conv = f"c{n}"
+        talk = item["conversation"]
+        for key, turns in talk.items():
+            if not key.startswith("session_") or key.endswith("date_time"):
+                continue
+            for turn in turns:
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares a photo: {turn['blip_caption']}]"
+                docs.append(Doc(f"{conv}:{turn['dia_id']}", turn["speaker"], text, (), conv))
+        for i, qa in enumerate(item["qa"]):
+            category = qa.get("category")
+            gold = {f"{conv}:{e}": 1 for e in qa.get("evidence", []) if isinstance(e, str)}
+            if category not in LOCOMO_CATEGORIES or not gold:
+                continue
+            qid = f"{conv}:q{i}"
+            queries.append(Query(qid, qa["question"], conv, LOCOMO_CATEGORIES[category]))
+            qrels[qid] = gold
+    return Dataset("locomo", "english", docs, queries, qrels, sources=[FILES[_LOCOMO_FILE]])
+
+
+_LOCOMO_FILE = "locomo/locomo_conv2-9.json"
+RELATIONS_FILE = Path(__file__).with_name("corpora") / "relations.json"
+
+
+def _relations(_: Path) -> Dataset:
+    """The relation corpus written for this project (benchmark/corpora/relations.json):
+    company memories in German and English with inline relations, questions along them."""
+    data = json.loads(RELATIONS_FILE.read_text())
+    docs = [
+        Doc(m["key"], m.get("title") or "", m["content"], tuple(m.get("relations", ())))
+        for m in data["memories"]
+    ]
+    queries = [Query(q["id"], q["text"], kind=f"{q['hops']}-hop") for q in data["questions"]]
+    qrels = {q["id"]: {k: int(g) for k, g in q["gold"].items()} for q in data["questions"]}
+    entities = [(e["name"], e["class"], list(e.get("aliases", []))) for e in data["entities"]]
+    return Dataset("relations", "german", docs, queries, qrels, entities=entities)
+
+
 # Short function words are never the word a typo goes into.
 _FUNCTION_WORDS = frozenset((
     "welche", "welcher", "welches", "wurde", "wurden", "werden", "zwischen", "während",
@@ -221,6 +300,8 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "xquad-mixed": _xquad_mixed,
     "musique": _musique,
     "dbpedia": _dbpedia,
+    "locomo": _locomo,
+    "relations": _relations,
 }
 
 
@@ -228,7 +309,8 @@ def quick(dataset: Dataset, max_queries: int, max_docs: int, seed: int = 7) -> D
     """A deterministic subset: the first queries, every doc they judge, then random others."""
     queries = dataset.queries[:max_queries]
     judged = {d for q in queries for d in dataset.qrels[q.id]}
-    rest = [d for d in dataset.docs if d.id not in judged]
+    partitions = {q.partition for q in queries}  # the others' tenants would go unasked
+    rest = [d for d in dataset.docs if d.id not in judged and d.partition in partitions]
     random.Random(seed).shuffle(rest)
     keep = judged | {d.id for d in rest[: max(0, max_docs - len(judged))]}
     docs = [d for d in dataset.docs if d.id in keep]
@@ -241,6 +323,7 @@ def quick(dataset: Dataset, max_queries: int, max_docs: int, seed: int = 7) -> D
         qrels,
         dataset.titles_as_entities,
         dataset.sources,
+        dataset.entities,
     )
 
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from statistics import mean
 
-__all__ = ["aggregate", "ndcg_at_k", "per_query", "recall_at_k", "reciprocal_rank"]
+__all__ = ["aggregate", "hits_at_k", "ndcg_at_k", "per_query", "recall_at_k", "reciprocal_rank"]
 
 
 def recall_at_k(ranking: Sequence[str], relevant: Mapping[str, int], k: int) -> float:
@@ -30,8 +30,16 @@ def reciprocal_rank(ranking: Sequence[str], relevant: Mapping[str, int], k: int 
     return 0.0
 
 
+def hits_at_k(ranking: Sequence[str], relevant: Mapping[str, int], k: int) -> float:
+    """1 when a document of the highest grade (the one that answers) is in the top k."""
+    top = max(relevant.values(), default=0)
+    return float(top > 0 and any(relevant.get(d, 0) == top for d in ranking[:k]))
+
+
 def per_query(ranking: Sequence[str], relevant: Mapping[str, int]) -> dict[str, float]:
     return {
+        "hits@1": hits_at_k(ranking, relevant, 1),
+        "hits@3": hits_at_k(ranking, relevant, 3),
         "recall@1": recall_at_k(ranking, relevant, 1),
         "recall@5": recall_at_k(ranking, relevant, 5),
         "recall@10": recall_at_k(ranking, relevant, 10),

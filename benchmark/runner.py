@@ -22,6 +22,7 @@ from knowmind.recall.registry import STAGE_NAMES
 from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
+from knowmind.services.outputs import inline_relations
 
 __all__ = [
     "LEXICAL_ABLATIONS",
@@ -41,6 +42,7 @@ ABLATED_STAGES = tuple(s for s in STAGE_NAMES if s != "statements")
 class PipelineSystem:
     stages: tuple[str, ...] | None = None  # None: all
     fusion: str | None = None  # None: the runtime's default
+    ranker: str | None = None  # None: the runtime's default
     settings: tuple[tuple[str, object], ...] = ()  # overrides: a runtime of its own
 
 
@@ -50,7 +52,9 @@ LEXICAL_ABLATIONS = {
     "knowmind-no-compounds": (("bm25_compounds", "off"),),
     "knowmind-no-query-language": (("bm25_query_language", "off"),),
 }
-# "filename" and the peers are not pipelines.
+# "filename" and the peers are not pipelines. "knowmind" is the default pipeline (every stage,
+# RRF, the learned ranker); "knowmind-rrf" the same stages in their fused order (the baseline
+# the ranker must beat); each "knowmind-no-<stage>" the learned ranker without that stage.
 PIPELINE_SYSTEMS: dict[str, PipelineSystem] = {
     "fulltext": PipelineSystem(("bm25",)),
     "vector": PipelineSystem(("vector",)),
@@ -60,8 +64,7 @@ PIPELINE_SYSTEMS: dict[str, PipelineSystem] = {
         f"knowmind-no-{s}": PipelineSystem(tuple(x for x in ALL_STAGES if x != s))
         for s in ABLATED_STAGES
     },
-    "knowmind-rrf": PipelineSystem(fusion="rrf"),
-    "knowmind-convex": PipelineSystem(fusion="convex"),
+    "knowmind-rrf": PipelineSystem(fusion="rrf", ranker="rrf"),
     **{name: PipelineSystem(settings=o) for name, o in LEXICAL_ABLATIONS.items()},
 }
 INGEST_CONCURRENCY = 8
@@ -88,19 +91,26 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str, float]:
     """Titles become entities when the dataset says so (the graph for multi-hop questions:
-    extraction links passages that mention another passage's title); then every document is
-    remembered through the memory service, and extraction is awaited."""
+    extraction links passages that mention another passage's title), and a dataset's own
+    entities are created with their classes; then every document is remembered through the
+    memory service with its inline relations, and extraction is awaited."""
     started = time.perf_counter()
     if dataset.titles_as_entities:
         for title in tqdm(sorted({d.title for d in dataset.docs}), desc="entities", leave=False):
             await runtime.graph.upsert_entity(who, title, "Topic")
+    for name, entity_class, aliases in dataset.entities:
+        await runtime.graph.upsert_entity(who, name, entity_class, aliases=aliases)
     semaphore = asyncio.Semaphore(INGEST_CONCURRENCY)
     bar = tqdm(total=len(dataset.docs), desc=f"ingest {dataset.name}", leave=False)
 
     async def one(doc: Any) -> None:
         async with semaphore:
             draft = MemoryDraft(
-                content=doc.text, title=doc.title, source=doc.id, memory_type="reference"
+                content=doc.text,
+                title=doc.title or None,
+                source=doc.id,
+                memory_type="reference",
+                relations=inline_relations(doc.relations),
             )
             await runtime.memories.remember(who, draft)
             bar.update()
@@ -118,88 +128,134 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
     }
 
 
+# The tenants a dataset is searched in: one per partition, in ``Dataset.parts()`` order.
+Tenants = list[Principal]
+
+
+def _searched(dataset: Dataset, tenants: Tenants) -> list[tuple[Dataset, Principal]]:
+    parts = dataset.parts()
+    if len(parts) != len(tenants):
+        raise ValueError(f"{dataset.name}: {len(parts)} partitions but {len(tenants)} tenants")
+    return list(zip(parts, tenants, strict=True))
+
+
 async def run_pipeline_system(
-    runtime: Runtime, who: Principal, dataset: Dataset, name: str, system: PipelineSystem
+    runtime: Runtime, tenants: Tenants, dataset: Dataset, name: str, system: PipelineSystem
 ) -> SystemResult:
     rows, per_q, notes = [], {}, set()
     stage_times: dict[str, list[float]] = {}
-    for query in tqdm(dataset.queries, desc=f"{dataset.name}/{name}", leave=False):
-        # baselines are plain rankings; knowmind systems rerank when a reranker is active
-        rerank = None if name.startswith("knowmind") else False
-        request = RecallRequest(
-            text=query.text, k=K, stages=system.stages, rerank=rerank, fusion=system.fusion, hops=2
-        )
-        outcome = await runtime.recall.recall(who, request)
-        ranking = [r.chunk.source or "" for r in outcome.results]
-        scores = per_query(ranking, dataset.qrels[query.id])
-        rows.append(scores)
-        per_q[query.id] = {"ranking": ranking, **scores}
-        notes.update(outcome.degraded_reasons)
-        for stage, ms in outcome.timings_ms.items():
-            stage_times.setdefault(stage, []).append(ms)
+    bar = tqdm(total=len(dataset.queries), desc=f"{dataset.name}/{name}", leave=False)
+    for part, who in _searched(dataset, tenants):
+        for query in part.queries:
+            outcome = await runtime.recall.recall(who, system_request(name, system, query.text))
+            ranking = [r.chunk.source or "" for r in outcome.results]
+            qrels = part.qrels[query.id]
+            scores = per_query(ranking, qrels)
+            rows.append(scores)
+            per_q[query.id] = {
+                "ranking": ranking,
+                "scores": [r.score for r in outcome.results],
+                "relevant": [qrels.get(source, 0) > 0 for source in ranking],
+                "kind": query.kind,
+                **scores,
+            }
+            notes.update(outcome.degraded_reasons)
+            for stage, ms in outcome.timings_ms.items():
+                stage_times.setdefault(stage, []).append(ms)
+            bar.update()
+    bar.close()
     latency = {stage: percentiles(values) for stage, values in stage_times.items()}
     return SystemResult(name, aggregate(rows), latency, per_q, sorted(notes))
 
 
-async def run_filename_system(runtime: Runtime, who: Principal, dataset: Dataset) -> SystemResult:
+def system_request(name: str, system: PipelineSystem, text: str, k: int = K) -> RecallRequest:
+    """The recall a system makes: baselines are plain fused rankings; knowmind systems use the
+    configured ranker and rerank when a reranker is active."""
+    ours = name.startswith("knowmind")
+    return RecallRequest(
+        text=text,
+        k=k,
+        stages=system.stages,
+        rerank=None if ours else False,
+        fusion=system.fusion,
+        ranker=system.ranker if ours else "rrf",
+        hops=2,
+    )
+
+
+async def run_filename_system(runtime: Runtime, tenants: Tenants, dataset: Dataset) -> SystemResult:
     """Title match only: pg_trgm similarity between the question and memory titles."""
-    assert who.tenant_id is not None
     rows, per_q, times = [], {}, []
-    for query in tqdm(dataset.queries, desc=f"{dataset.name}/filename", leave=False):
-        started = time.perf_counter()
-        async with runtime.db.tenant_tx(who.tenant_id) as conn:
-            found = await conn.execute(
-                text(
-                    "SELECT source FROM memories WHERE tenant_id = :t ORDER BY "
-                    "greatest(similarity(lower(title), lower(:q)), "
-                    "word_similarity(lower(title), lower(:q))) DESC, id LIMIT :k"
-                ),
-                {"t": who.tenant_id, "q": query.text, "k": K},
-            )
-            ranking = [r[0] for r in found]
-        times.append((time.perf_counter() - started) * 1000)
-        scores = per_query(ranking, dataset.qrels[query.id])
-        rows.append(scores)
-        per_q[query.id] = {"ranking": ranking, **scores}
+    for part, who in _searched(dataset, tenants):
+        assert who.tenant_id is not None
+        for query in tqdm(part.queries, desc=f"{dataset.name}/filename", leave=False):
+            started = time.perf_counter()
+            async with runtime.db.tenant_tx(who.tenant_id) as conn:
+                found = await conn.execute(
+                    text(
+                        "SELECT source FROM memories WHERE tenant_id = :t ORDER BY "
+                        "greatest(similarity(lower(title), lower(:q)), "
+                        "word_similarity(lower(title), lower(:q))) DESC, id LIMIT :k"
+                    ),
+                    {"t": who.tenant_id, "q": query.text, "k": K},
+                )
+                ranking = [r[0] for r in found]
+            times.append((time.perf_counter() - started) * 1000)
+            scores = per_query(ranking, part.qrels[query.id])
+            rows.append(scores)
+            per_q[query.id] = {"ranking": ranking, **scores}
     return SystemResult("filename", aggregate(rows), {"total": percentiles(times)}, per_q)
 
 
 async def run_peer(peer: Any, runtime: Runtime, dataset: Dataset, name: str) -> SystemResult:
-    """A peer system on the same texts and the same vectors (from the embedding cache)."""
+    """A peer system on the same texts and the same vectors (from the embedding cache), one
+    index per partition."""
     from benchmark.peers import PeerDoc
 
     embedder = runtime.embedder
-    passages = [passage_text(d.title, d.text) for d in dataset.docs]
-    vectors = await embedder.embed_passages(passages)
-    await asyncio.to_thread(
-        peer.index,
-        [PeerDoc(d.id, d.title, d.text) for d in dataset.docs],
-        vectors,
-        dataset.language,
-    )
     rows, per_q, times = [], {}, []
-    for query in tqdm(dataset.queries, desc=f"{dataset.name}/{name}", leave=False):
-        vector = (await embedder.embed_queries([query.text]))[0]
-        started = time.perf_counter()
-        ranking = await asyncio.to_thread(peer.search, query.text, vector, K)
-        times.append((time.perf_counter() - started) * 1000)
-        scores = per_query(ranking, dataset.qrels[query.id])
-        rows.append(scores)
-        per_q[query.id] = {"ranking": ranking, **scores}
+    for part in dataset.parts():
+        passages = [passage_text(d.title, d.text) for d in part.docs]
+        vectors = await embedder.embed_passages(passages)
+        await asyncio.to_thread(
+            peer.index,
+            [PeerDoc(d.id, d.title, d.text) for d in part.docs],
+            vectors,
+            part.language,
+        )
+        for query in tqdm(part.queries, desc=f"{dataset.name}/{name}", leave=False):
+            vector = (await embedder.embed_queries([query.text]))[0]
+            started = time.perf_counter()
+            ranking = await asyncio.to_thread(peer.search, query.text, vector, K)
+            times.append((time.perf_counter() - started) * 1000)
+            scores = per_query(ranking, part.qrels[query.id])
+            rows.append(scores)
+            per_q[query.id] = {"ranking": ranking, **scores}
     return SystemResult(name, aggregate(rows), {"search": percentiles(times)}, per_q)
 
 
-async def ingested_tenant(runtime: Runtime, dataset: Dataset) -> tuple[Principal, dict[str, float]]:
-    """A new tenant holding the dataset's documents, and the ingest statistics."""
-    tenant = await runtime.admin.create_tenant(
-        f"bench-{dataset.name}-{time.time_ns()}", dataset.language
-    )
-    who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language=dataset.language)
-    stats = await ingest(runtime, who, dataset)
+async def ingested_tenant(runtime: Runtime, dataset: Dataset) -> tuple[Tenants, dict[str, float]]:
+    """New tenants (one per partition) holding the dataset's documents, and the ingest
+    statistics."""
+    tenants, stats = [], []
+    for part in dataset.parts():
+        tenant = await runtime.admin.create_tenant(
+            f"bench-{dataset.name}-{time.time_ns()}", part.language
+        )
+        who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language=part.language)
+        stats.append(await ingest(runtime, who, part))
+        tenants.append(who)
     # as autovacuum would within a minute or two: queries right after a bulk load should not
     # be timed with plans made for an empty tenant
     await runtime.admin.refresh_statistics()
-    return who, stats
+    ingest_s = sum(s["ingest_s"] for s in stats)
+    return tenants, {
+        "documents": sum(s["documents"] for s in stats),
+        "ingest_s": round(ingest_s, 2),
+        "extraction_done_s": round(sum(s["extraction_done_s"] for s in stats), 2),
+        "docs_per_s": round(sum(s["documents"] for s in stats) / ingest_s, 2) if ingest_s else 0,
+        **({"tenants": len(tenants)} if len(tenants) > 1 else {}),
+    }
 
 
 async def evaluate_dataset(
@@ -207,13 +263,13 @@ async def evaluate_dataset(
     dataset: Dataset,
     systems: list[str],
     peers: dict[str, Any],
-    tenant: tuple[Principal, dict[str, float]] | None = None,
+    tenant: tuple[Tenants, dict[str, float]] | None = None,
     variants: Mapping[str, Runtime | str] | None = None,
 ) -> dict[str, Any]:
     """Every system on the dataset. ``tenant``: the documents are already ingested there (a
     typo set shares its clean set's). ``variants``: the runtime of each settings ablation, or
     why it could not be built."""
-    who, ingest_stats = tenant or await ingested_tenant(runtime, dataset)
+    tenants, ingest_stats = tenant or await ingested_tenant(runtime, dataset)
     variants = variants or {}
     results: dict[str, SystemResult] = {}
     for name in systems:
@@ -226,11 +282,11 @@ async def evaluate_dataset(
             if isinstance(variant, str):
                 results[name] = SystemResult(name, {}, {}, notes=[f"not run: {variant}"])
             else:
-                results[name] = await run_pipeline_system(variant, who, dataset, name, spec)
+                results[name] = await run_pipeline_system(variant, tenants, dataset, name, spec)
         elif spec is not None:
-            results[name] = await run_pipeline_system(runtime, who, dataset, name, spec)
+            results[name] = await run_pipeline_system(runtime, tenants, dataset, name, spec)
         elif name == "filename":
-            results[name] = await run_filename_system(runtime, who, dataset)
+            results[name] = await run_filename_system(runtime, tenants, dataset)
         elif isinstance(peers.get(name), str) or name not in peers:
             results[name] = SystemResult(name, {}, {}, notes=[f"not run: {peers.get(name)}"])
         else:

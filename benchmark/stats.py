@@ -21,17 +21,28 @@ ROUNDS = 20_000
 SEED = 20261203
 
 
+# LoCoMo splits by conversation (its questions are about one conversation each): the shared
+# file's conversations 2-5 are dev, 6-9 test.
+LOCOMO_DEV_CONVERSATIONS = frozenset({"c2", "c3", "c4", "c5"})
+
+
 def split_of(dataset: str, query_id: str) -> str:
     """ "dev" or "test", fixed by sha1("<dataset>:<query id>"); a typo set splits like the
-    set it was derived from."""
+    set it was derived from; LoCoMo by conversation."""
     base = dataset.removesuffix("-typo")
+    if base == "locomo":
+        conversation = query_id.split(":", 1)[0]
+        return "dev" if conversation in LOCOMO_DEV_CONVERSATIONS else "test"
     digest = hashlib.sha1(f"{base}:{query_id}".encode()).hexdigest()
     return "dev" if int(digest[:8], 16) % DEV_SHARE == 0 else "test"
 
 
 def primary_metric(dataset: str) -> str:
-    """MuSiQue asks for every gold paragraph: recall@5; the rest nDCG@10."""
-    return "recall@5" if dataset.startswith("musique") else "ndcg@10"
+    """MuSiQue and LoCoMo ask for every gold passage or evidence turn: recall@5; the relation
+    corpus for the memory that states the answer: hits@3; the rest nDCG@10."""
+    if dataset.startswith(("musique", "locomo")):
+        return "recall@5"
+    return "hits@3" if dataset == "relations" else "ndcg@10"
 
 
 def paired_test(
