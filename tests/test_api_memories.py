@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import TenantAccess, count_rows

@@ -38,6 +38,10 @@ def test_the_blocking_client(server):
         assert km.remember(FACTS[0]).status == "unchanged"
         answer = km.recall("Wer leitet Nordlicht?", k=3)
         assert answer.results[0].memory_id == stored[0].id and not answer.degraded
+        scores = [hit.score for hit in answer.results]
+        assert answer.ranker == "learned" and all(0.0 <= s <= 1.0 for s in scores)
+        cut = km.recall("Wer leitet Nordlicht?", k=3, min_score=(scores[0] + scores[1]) / 2)
+        assert [hit.memory_id for hit in cut.results] == [stored[0].id]
         assert answer.results[0].content == FACTS[0] and answer.timings_ms["total"] > 0
         listed = list(km.memories(page_size=2))  # two pages, the cursor followed
         assert {m.id for m in listed} == {s.id for s in stored}
