@@ -103,6 +103,9 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
             log_config=None,
             access_log=False,
             lifespan="on",
+            # uvicorn would take X-Forwarded-For from 127.0.0.1; the app reads it itself, from
+            # KNOWMIND_TRUSTED_PROXIES only, and keeps the peer (knowmind.services.access)
+            proxy_headers=False,
             # requests still running after this are cancelled (their queued embedding work
             # is dropped with them), so a SIGTERM ends the process in bounded time
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,

@@ -23,6 +23,7 @@ from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
+from knowmind.services.access import AccessControl, TrustedProxies
 from knowmind.services.admin import AdminService
 from knowmind.services.admission import FairGate
 from knowmind.services.answer import AnswerService
@@ -116,7 +117,7 @@ class Runtime:
     erasure: ErasureService
     audit: AuditService
     tenant_archive: TenantArchiveService
-    limits: RequestLimits
+    access: AccessControl  # every door's authentication, lockout, rate and scope
     supervisor: DatabaseSupervisor
     graph_reader: GraphReader
     health: HealthService
@@ -257,10 +258,15 @@ class Runtime:
             audit=AuditService(db),
             tenant_archive=TenantArchiveService(db, embedder.model_id, embedder.dim),
             supervisor=DatabaseSupervisor(db, embedded),
-            limits=RequestLimits.of(
-                settings.server.rate_limit_per_second,
-                settings.server.rate_limit_burst,
-                settings.server.auth_failures_before_lockout,
+            access=AccessControl(
+                db,
+                settings.server.admin_token,
+                RequestLimits.of(
+                    settings.server.rate_limit_per_second,
+                    settings.server.rate_limit_burst,
+                    settings.server.auth_failures_before_lockout,
+                ),
+                TrustedProxies(settings.server.trusted_proxies),
             ),
             graph_reader=reader,
             health=health,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields, replace
@@ -80,8 +81,16 @@ class ServerSettings:
     auth_failures_before_lockout: int = field(
         default=10,
         metadata={
-            "doc": "Invalid tokens from one address within a minute before it is locked out "
-            "(30 s, doubling per repeat up to 15 min; 0: never)"
+            "doc": "Invalid tokens within a minute from one address, or naming one tenant, "
+            "before further invalid ones answer 429 (30 s, doubling per repeat up to 15 min; 0: "
+            "never); a valid token is still admitted"
+        },
+    )
+    trusted_proxies: str = field(
+        default="",
+        metadata={
+            "doc": "Addresses/CIDRs (comma-separated) whose `X-Forwarded-For` names the client; "
+            "empty: the connection's peer is the client"
         },
     )
     log_format: str = field(
@@ -522,6 +531,12 @@ class Settings:
             raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
         if server.metrics_tenant_label not in {"on", "off"}:
             raise SettingsError("KNOWMIND_METRICS_TENANT_LABEL must be on or off")
+        try:
+            for part in server.trusted_proxies.split(","):
+                if part.strip():
+                    ipaddress.ip_network(part.strip(), strict=False)
+        except ValueError as exc:
+            raise SettingsError(f"KNOWMIND_TRUSTED_PROXIES: {exc}") from exc
         switches = (
             (self.recall, "bm25_typos"),
             (self.recall, "bm25_compounds"),

@@ -1,31 +1,40 @@
-"""Bearer-token authentication and scope checks, declared per handler via ``opt={"scope": ...}``."""
+"""Bearer-token authentication and scope checks, declared per handler via ``opt={"scope": ...}``.
+
+The checks themselves are ``knowmind.services.access.AccessControl`` (shared with MCP); this
+guard only turns a refusal into Litestar's 401, 403 or 429 (with ``Retry-After``).
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any, cast
 
 from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.exceptions import (
+    HTTPException,
     NotAuthorizedException,
     PermissionDeniedException,
     TooManyRequestsException,
 )
 from litestar.handlers.base import BaseRouteHandler
 
-from knowmind.services.auth import (
-    Principal,
-    authenticate,
-    bearer_token,
-    scope_refusal,
-)
-from knowmind.services.limits import RequestLimits
+from knowmind.services.access import AccessControl, AccessRefused, Caller
+from knowmind.services.auth import Principal
 
-__all__ = ["auth_guard", "provide_principal"]
+__all__ = ["auth_guard", "caller_of", "provide_principal", "retry_after"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="knowmind"'}
+
+
+def caller_of(connection: ASGIConnection[Any, Any, Any, Any], access: AccessControl) -> Caller:
+    """The connection's peer and ``X-Forwarded-For`` (believed only from a trusted proxy)."""
+    peer = connection.client.host if connection.client else None
+    return access.caller(peer, connection.headers.getall("x-forwarded-for", []))
+
+
+def retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 async def auth_guard(
@@ -34,31 +43,22 @@ async def auth_guard(
     needed = handler.opt.get("scope")
     if needed is None:
         return
-    token = bearer_token(connection.headers.get("authorization"))
-    if token is None:
-        raise NotAuthorizedException("missing bearer token", headers=_CHALLENGE)
-    runtime = connection.app.state.runtime
-    limits: RequestLimits = runtime.limits
-    client = connection.client.host if connection.client else None
-    address = client or "unknown"
-    locked = limits.auth_failures.locked_for(address)
-    if locked:
-        raise _too_many("too many invalid tokens from this address", locked)
-    principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
-    if principal is None:
-        limits.auth_failures.failed(address)
-        raise NotAuthorizedException("invalid or revoked token", headers=_CHALLENGE)
-    wait = limits.requests.take(str(principal.token_id or "server-admin"))
-    if wait:
-        raise _too_many("request rate of this token exceeded", wait)
-    refusal = scope_refusal(principal, needed)
-    if refusal is not None:
-        raise PermissionDeniedException(refusal)
-    connection.state.principal = replace(principal, client=client)
+    access: AccessControl = connection.app.state.runtime.access
+    try:
+        principal = await access.admit(
+            connection.headers.get("authorization"), caller_of(connection, access), needed
+        )
+    except AccessRefused as refused:
+        raise _http_error(refused) from None
+    connection.state.principal = principal
 
 
-def _too_many(detail: str, retry_after_s: float) -> TooManyRequestsException:
-    return TooManyRequestsException(detail, headers={"Retry-After": str(math.ceil(retry_after_s))})
+def _http_error(refused: AccessRefused) -> HTTPException:
+    if refused.status == 401:
+        return NotAuthorizedException(refused.detail, headers=_CHALLENGE)
+    if refused.status == 403:
+        return PermissionDeniedException(refused.detail)
+    return TooManyRequestsException(refused.detail, headers=retry_after(refused.retry_after_s))
 
 
 def provide_principal(request: Request[Any, Any, Any]) -> Principal:

@@ -2,8 +2,10 @@
 
 Stateless: no ``Mcp-Session-Id`` is issued, so there is no session to resume or delete, and
 ``GET`` (a server-initiated stream) and ``DELETE`` answer 405. Each POST carries one JSON-RPC
-message and its bearer token; the token is checked here (401 when missing or invalid) and the
-scope per tool (``knowmind.mcp.protocol``).
+message and its bearer token; the token goes through the same checks as REST's
+(``knowmind.services.access``: authentication, the invalid-token lockout and the per-token rate,
+answered 401 or 429 with ``Retry-After``), the scope is checked per tool
+(``knowmind.mcp.protocol``).
 
 Answers are ``application/json`` unless the client prefers ``text/event-stream``: it accepts
 only the event stream, or gives it a higher q-value than JSON. The SDK clients send
@@ -12,7 +14,9 @@ only the event stream, or gives it a higher q-value than JSON. The SDK clients s
 
 HTTP statuses: 200 for every reply to a request (JSON-RPC errors included), 202 with an empty
 body for notifications and responses, 400 for malformed JSON, an invalid request, a batch or an
-unsupported ``MCP-Protocol-Version`` header (body: a JSON-RPC error), 401 without a valid token.
+unsupported ``MCP-Protocol-Version`` header (body: a JSON-RPC error), 401 without a valid token,
+429 (with ``Retry-After``) past the token's rate or while invalid tokens are locked out; the
+bodies of 401 and 429 are JSON-RPC errors too (codes ``UNAUTHORIZED``, ``TOO_MANY_REQUESTS``).
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from litestar.status_codes import (
     HTTP_400_BAD_REQUEST,
     HTTP_401_UNAUTHORIZED,
     HTTP_405_METHOD_NOT_ALLOWED,
+    HTTP_429_TOO_MANY_REQUESTS,
 )
 
 from knowmind import __version__
+from knowmind.api.guards import caller_of, retry_after
 from knowmind.api.openapi import jsonrpc_request_body, jsonrpc_response
 from knowmind.mcp.protocol import (
     INVALID_REQUEST,
@@ -42,11 +48,12 @@ from knowmind.mcp.protocol import (
 )
 from knowmind.mcp.tools import listed_tools
 from knowmind.runtime import Runtime
-from knowmind.services.auth import authenticate, bearer_token
+from knowmind.services.access import AccessRefused
 
 __all__ = ["MCPController"]
 
 UNAUTHORIZED = -32001
+TOO_MANY_REQUESTS = -32029  # implementation-defined server error (-32000 to -32099)
 #: Revisions whose wire format these answers fit; other ``MCP-Protocol-Version`` values get 400.
 ACCEPTED_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 _JSON = "application/json"
@@ -110,8 +117,13 @@ def _reply(body: dict[str, Any], sse: bool) -> Response[bytes]:
     )
 
 
-def _unauthorized(message: str) -> Response[bytes]:
-    body = error_reply(None, UNAUTHORIZED, message)
+def _refused(refused: AccessRefused) -> Response[bytes]:
+    """401 or 429 (the endpoint needs no scope itself, so there is no 403 here)."""
+    if refused.status == HTTP_429_TOO_MANY_REQUESTS:
+        body = error_reply(None, TOO_MANY_REQUESTS, refused.detail)
+        headers = retry_after(refused.retry_after_s)
+        return _json_response(body, HTTP_429_TOO_MANY_REQUESTS, headers)
+    body = error_reply(None, UNAUTHORIZED, refused.detail)
     return _json_response(body, HTTP_401_UNAUTHORIZED, {"WWW-Authenticate": _CHALLENGE})
 
 
@@ -124,8 +136,8 @@ class MCPController(Controller):
         status_code=HTTP_200_OK,
         summary="MCP message (JSON-RPC 2.0)",
         opt={
-            "errors": (400, 401),
-            "error_bodies": {400: "jsonrpc", 401: "jsonrpc"},
+            "errors": (400, 401, 429),
+            "error_bodies": {400: "jsonrpc", 401: "jsonrpc", 429: "jsonrpc"},
             "also": {202: "a notification or response: accepted, no reply"},
             "empty": (202,),
             "request_body": jsonrpc_request_body(),
@@ -135,12 +147,13 @@ class MCPController(Controller):
     async def message(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> Response[bytes]:
-        token = bearer_token(request.headers.get("authorization"))
-        if token is None:
-            return _unauthorized("missing bearer token")
-        principal = await authenticate(runtime.db, token, runtime.settings.server.admin_token)
-        if principal is None:
-            return _unauthorized("invalid or revoked token")
+        access = runtime.access
+        try:
+            principal = await access.admit(
+                request.headers.get("authorization"), caller_of(request, access)
+            )
+        except AccessRefused as refused:
+            return _refused(refused)
         request.state.principal = principal  # the access log names the tenant
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in ACCEPTED_VERSIONS:

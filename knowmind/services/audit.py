@@ -1,5 +1,8 @@
-"""The audit trail of admin and erasure actions (``audit_log``, migration 0007): each action
-appends its entry in its own transaction and emits one ``audit`` log event with the same ids."""
+"""The audit trail of admin and erasure actions (``audit_log``, migrations 0007 and 0018): each
+action appends its entry in its own transaction and emits one ``audit`` log event with the same
+ids. Where the request came from is kept in three parts: ``client`` (the address it is
+attributed to), ``peer`` (the connection's) and ``forwarded`` (``X-Forwarded-For`` as received;
+believed for ``client`` only from a trusted proxy, ``knowmind.services.access``)."""
 
 from __future__ import annotations
 
@@ -38,7 +41,14 @@ async def record(
 ) -> int:
     """Append the entry (ids and counts only) and log it; returns its id."""
     entry = AuditEntry(
-        actor_of(who), action, tenant_id, targets, who.client if who else None, detail or {}
+        actor_of(who),
+        action,
+        tenant_id,
+        targets,
+        who.client if who else None,
+        detail or {},
+        peer=who.peer if who else None,
+        forwarded=who.forwarded if who else (),
     )
     audit_id = await append_entry(conn, entry)
     log.info(
@@ -49,6 +59,8 @@ async def record(
         tenant=str(tenant_id) if tenant_id else None,
         targets=[str(t) for t in targets],
         client=entry.client,
+        peer=entry.peer,
+        forwarded=list(entry.forwarded),
     )
     return audit_id
 

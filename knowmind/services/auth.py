@@ -41,7 +41,9 @@ class Principal:
     scopes: frozenset[str]
     language: str = "german"
     token_id: UUID | None = None
-    client: str | None = None  # the caller's address, for the audit log
+    client: str | None = None  # the caller's address (the forwarded one behind a trusted proxy)
+    peer: str | None = None  # the address the connection came from
+    forwarded: tuple[str, ...] = ()  # X-Forwarded-For as received, trusted or not
 
     @property
     def is_server_admin(self) -> bool:

@@ -1,7 +1,15 @@
-"""Per-token request rates and a lockout for addresses that keep presenting invalid tokens.
+"""Per-token request rates, and a lockout for invalid tokens that cannot be turned against users.
+
+Invalid tokens are counted per client address, per token prefix (the tenant a tenant token names:
+what a guesser aims at) and per (address, prefix) pair. A lock never refuses a valid token because
+its address was noisy: a token is looked up (one indexed lookup) and admitted when valid; the
+locks decide how an *invalid* one is answered (429 with Retry-After instead of 401), and refuse a
+token before its lookup only where it names a locked prefix and comes from an address that failed
+against that prefix within the window: a guesser's tries stay bounded per address and per prefix
+(see ``Lockout``).
 
 In-process state: with several server processes each enforces its own share (a shared store is
-a deployment concern, see issue 15). Keys are token ids and client addresses, never tokens.
+a deployment concern, see issue 15). Keys are token ids, addresses and tenant ids, never tokens.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["AuthFailures", "RequestLimits", "TokenBuckets"]
+__all__ = ["AuthFailures", "Lockout", "RequestLimits", "TokenBuckets"]
 
 # entries kept per table (least recently seen dropped first): bounded memory under a flood
 MAX_KEYS = 100_000
@@ -49,8 +57,8 @@ class _Failures:
 
 
 class AuthFailures:
-    """``threshold`` invalid tokens from one address within ``window_s`` lock it out for
-    ``lockout_s``, doubling with each further lockout up to ``max_lockout_s``."""
+    """``threshold`` invalid tokens for one key (an address, a token prefix) within ``window_s``
+    lock it for ``lockout_s``, doubling with each further lockout up to ``max_lockout_s``."""
 
     def __init__(
         self,
@@ -62,35 +70,91 @@ class AuthFailures:
     ) -> None:
         self.threshold, self.window_s = threshold, window_s
         self.lockout_s, self.max_lockout_s, self.clock = lockout_s, max_lockout_s, clock
-        self._by_address: OrderedDict[str, _Failures] = OrderedDict()
+        self._by_key: OrderedDict[str, _Failures] = OrderedDict()
 
-    def locked_for(self, address: str) -> float:
-        """Seconds the address stays locked out (0: it may try)."""
-        entry = self._by_address.get(address)
+    def locked_for(self, key: str) -> float:
+        """Seconds the key stays locked (0: not locked)."""
+        entry = self._by_key.get(key)
         return max(0.0, entry.locked_until - self.clock()) if entry else 0.0
 
-    def failed(self, address: str) -> None:
+    def failed(self, key: str) -> None:
         if self.threshold <= 0:
             return
         now = self.clock()
-        entry = self._by_address.pop(address, None)
-        if entry is None or now - entry.first_at > self.window_s:
-            entry = _Failures(0, now, entry.strikes if entry else 0)
+        entry = self._by_key.pop(key, None)
+        if entry is None:
+            entry = _Failures(0, now)
+        elif now - entry.first_at > self.window_s:  # a new window; a lock in force stays
+            entry = _Failures(0, now, entry.strikes, entry.locked_until)
         entry.count += 1
         if entry.count >= self.threshold:
             lockout = min(self.max_lockout_s, self.lockout_s * 2**entry.strikes)
             entry.locked_until, entry.strikes = now + lockout, entry.strikes + 1
             entry.count, entry.first_at = 0, now
-        self._by_address[address] = entry
-        if len(self._by_address) > MAX_KEYS:
-            self._by_address.popitem(last=False)
+        self._by_key[key] = entry
+        if len(self._by_key) > MAX_KEYS:
+            self._by_key.popitem(last=False)
+
+
+class Lockout:
+    """Invalid tokens counted per address, per prefix and per (address, prefix).
+
+    - ``before_lookup(address, prefix)``: seconds to refuse a token before it is looked up; only
+      while ``prefix`` is locked *and* this address failed against it within ``window_s``. A
+      guesser gets ``threshold`` tries at a tenant's tokens, then one per window per address while
+      the tenant stays locked; a valid token is refused here only when its own address has been
+      guessing at its own tenant (a shared address whose neighbour does). Other tenants' tokens
+      and the admin token (no prefix) are never refused here, whatever the address sent.
+    - ``failed(address, prefix)``: counts an invalid token; returns the seconds the caller is to
+      wait (answered 429) when the address or the prefix was locked already, else 0 (401).
+    """
+
+    def __init__(
+        self,
+        threshold: int,
+        window_s: float = 60.0,
+        lockout_s: float = 30.0,
+        max_lockout_s: float = 900.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.threshold, self.window_s, self.clock = threshold, window_s, clock
+        self.addresses = AuthFailures(threshold, window_s, lockout_s, max_lockout_s, clock)
+        self.prefixes = AuthFailures(threshold, window_s, lockout_s, max_lockout_s, clock)
+        self._pairs: OrderedDict[tuple[str, str], float] = OrderedDict()  # last failure at
+
+    def before_lookup(self, address: str, prefix: str | None) -> float:
+        if prefix is None or self.threshold <= 0:
+            return 0.0
+        locked = self.prefixes.locked_for(prefix)
+        last = self._pairs.get((address, prefix))
+        if not locked or last is None:
+            return 0.0
+        recent = self.window_s - (self.clock() - last)
+        return min(locked, recent) if recent > 0 else 0.0
+
+    def failed(self, address: str, prefix: str | None) -> float:
+        if self.threshold <= 0:
+            return 0.0
+        was_locked = self._locked_for(address, prefix) > 0
+        self.addresses.failed(address)
+        if prefix is not None:
+            self.prefixes.failed(prefix)
+            self._pairs.pop((address, prefix), None)
+            self._pairs[(address, prefix)] = self.clock()
+            if len(self._pairs) > MAX_KEYS:
+                self._pairs.popitem(last=False)
+        return self._locked_for(address, prefix) if was_locked else 0.0
+
+    def _locked_for(self, address: str, prefix: str | None) -> float:
+        by_prefix = self.prefixes.locked_for(prefix) if prefix is not None else 0.0
+        return max(self.addresses.locked_for(address), by_prefix)
 
 
 @dataclass(frozen=True, slots=True)
 class RequestLimits:
     requests: TokenBuckets
-    auth_failures: AuthFailures
+    lockout: Lockout
 
     @classmethod
     def of(cls, rate: float, burst: int, auth_failures: int) -> RequestLimits:
-        return cls(TokenBuckets(rate, burst), AuthFailures(auth_failures))
+        return cls(TokenBuckets(rate, burst), Lockout(auth_failures))

@@ -1,4 +1,4 @@
-"""audit_log (migration 0007): append, and read back newest first."""
+"""audit_log (migrations 0007, 0018): append, and read back newest first."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ class AuditEntry:
     action: str  # e.g. "tenant.erase"
     tenant_id: UUID | None
     targets: Sequence[UUID | str] = ()
-    client: str | None = None
+    client: str | None = None  # the address the request is attributed to
     detail: dict[str, Any] = field(default_factory=dict)  # counts and ids, never content
+    peer: str | None = None  # the connection's peer
+    forwarded: Sequence[str] = ()  # X-Forwarded-For as received
 
 
 class AuditRow(msgspec.Struct, frozen=True):
@@ -34,6 +36,8 @@ class AuditRow(msgspec.Struct, frozen=True):
     targets: list[str]
     client: str | None
     detail: dict[str, Any]
+    peer: str | None
+    forwarded: list[str]
 
 
 async def append_entry(conn: AsyncConnection, entry: AuditEntry) -> int:
@@ -41,9 +45,10 @@ async def append_entry(conn: AsyncConnection, entry: AuditEntry) -> int:
     return int(
         await conn.scalar(
             text(
-                "INSERT INTO audit_log (actor, action, tenant_id, targets, client, detail) "
+                "INSERT INTO audit_log "
+                "(actor, action, tenant_id, targets, client, detail, peer, forwarded) "
                 "VALUES (:actor, :action, :tenant, CAST(:targets AS text[]), :client, "
-                "CAST(:detail AS jsonb)) RETURNING id"
+                "CAST(:detail AS jsonb), :peer, CAST(:forwarded AS text[])) RETURNING id"
             ),
             {
                 "actor": entry.actor,
@@ -52,6 +57,8 @@ async def append_entry(conn: AsyncConnection, entry: AuditEntry) -> int:
                 "targets": [str(t) for t in entry.targets],
                 "client": entry.client,
                 "detail": msgspec.json.encode(entry.detail).decode(),
+                "peer": entry.peer,
+                "forwarded": list(entry.forwarded),
             },
         )
     )
@@ -63,7 +70,8 @@ async def list_entries(
     """Newest first; one tenant's entries, or all of them (``tenant_id`` None, owner only)."""
     rows = await conn.execute(
         text(
-            "SELECT id, at, actor, action, tenant_id, targets, client, detail FROM audit_log "
+            "SELECT id, at, actor, action, tenant_id, targets, client, detail, peer, forwarded "
+            "FROM audit_log "
             "WHERE (CAST(:tenant AS uuid) IS NULL OR tenant_id = :tenant) "
             "AND (CAST(:before AS bigint) IS NULL OR id < :before) ORDER BY id DESC LIMIT :limit"
         ),
