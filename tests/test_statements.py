@@ -96,8 +96,8 @@ async def test_statements_are_stored_with_their_kind_and_favoured(client, tenant
     on, off = measured["with statements"], measured["without"]
     assert on["hit@1"] >= off["hit@1"] and on["mrr@5"] >= off["mrr@5"], measured
     assert on["hit@1"] > off["hit@1"] or on["mrr@5"] > off["mrr@5"], measured
-    # plain stages find a short statement now and then; asked for, it is what the answer shows
-    assert on["statement shown"] > off["statement shown"], measured
+    # asked for, the statement is what the answer shows whenever its memory comes first
+    assert on["statement shown"] == on["hit@1"] >= off["statement shown"], measured
 
 
 async def test_client_embedded_statements_keep_their_kind(client, tenant, embedder) -> None:

@@ -168,6 +168,14 @@ def _stage_positions(
             memory: (float(rank), score / top if top > 0 else NAN)
             for rank, (memory, score) in enumerate(ranking, start=1)
         }
+    # The statements stage is the vector search over the tenant's tagged statements: a
+    # memory's vector evidence is the better of its two ranks there.
+    statements = positions.get("statements", {})
+    if statements:
+        vector = positions.setdefault("vector", {})
+        for memory, found in statements.items():
+            if memory not in vector or found[0] < vector[memory][0]:
+                vector[memory] = found
     return positions
 
 

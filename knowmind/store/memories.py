@@ -186,8 +186,7 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
         memory["sha256"] = item.memory.sha256.hex()
         memory["document_id"] = str(item.memory.document_id) if item.memory.document_id else None
         rows.append(
-            {"n": n, "language": item.language, "content_language": item.content_language}
-            | memory
+            {"n": n, "language": item.language, "content_language": item.content_language} | memory
         )
         count = len(item.contents)
         chunk_of += [n] * count
