@@ -82,6 +82,7 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
     from knowmind.app import create_app
 
     embedder = build_embedder(settings.models.embedder, settings.models.embedder_threads)
+    _private_dir(settings.server.data_dir)
     settings, generated = ensure_admin_token(settings)
     with database_and_server(settings) as (settings, embedded):
         _migrate(settings, embedder)
@@ -111,6 +112,14 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         )
     return 0
+
+
+def _private_dir(path: Path) -> None:
+    """The server's data directory (admin token, embedded database) is 0700 on every start,
+    however it was made (the embedded database then lets its own OS user pass, see
+    EmbeddedPostgres._prepare_dirs)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:
