@@ -32,7 +32,7 @@ from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
 from knowmind.api.metrics import METRICS_CONFIG, MetricsController
 from knowmind.api.openapi import document_statuses
-from knowmind.api.reference import ReferencePage
+from knowmind.api.reference import ReferencePage, reference_router
 from knowmind.api.strict_body import strict_body_guard
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.logging import RequestLogMiddleware, configure_logging
@@ -105,6 +105,7 @@ def create_app(
             version=__version__,
             path="/schema",
             render_plugins=[ReferencePage()],  # rendered here: works offline
+            openapi_router=reference_router(),  # with CSP and X-Frame-Options
         ),
         logging_config=None,
     )

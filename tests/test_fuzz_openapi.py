@@ -27,6 +27,7 @@ from tests.test_server_process import served, tenant_token
 pytestmark = pytest.mark.slow
 
 CONFIG = Path(__file__).parent / "fuzz" / "schemathesis.toml"
+HOOKS = Path(__file__).parent / "fuzz" / "hooks.py"  # integers spelled as integers
 ADMIN_TOKEN = "kmadmin_fuzzer-admin-token-for-this-test-only"
 EXAMPLES = int(os.environ.get("KNOWMIND_FUZZ_EXAMPLES", "15"))
 SEED = os.environ.get("KNOWMIND_FUZZ_SEED", "20261203")
@@ -62,7 +63,10 @@ def _fuzz(base: str, token: str) -> subprocess.CompletedProcess[str]:
         "--generation-database",
         "none",
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)}
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=900, check=False, env=env
+    )
 
 
 @pytest.mark.parametrize("who", ["tenant", "server-admin"])

@@ -9,7 +9,8 @@ from msgspec import Meta, Struct
 
 from knowmind.answer.methods import METHOD_NAMES, method_pattern
 from knowmind.api.schemas import RecallFilters
-from knowmind.contract.limits import K_DEFAULT, K, ModelName, Query
+from knowmind.api.strict_body import StrictBody
+from knowmind.contract.limits import K_DEFAULT, K, ModelName, Query, require_visible
 
 __all__ = ["AnswerIn", "AnswerOut"]
 
@@ -25,7 +26,7 @@ Method = Annotated[
 ]
 
 
-class AnswerIn(Struct):
+class AnswerIn(StrictBody):
     question: Query
     k: K = K_DEFAULT
     method: Method = "standard"
@@ -48,6 +49,9 @@ class AnswerIn(Struct):
         bool, Meta(description="a new conversation other tokens of the tenant may continue")
     ] = False
     stream: Annotated[bool, Meta(description="server-sent events: token …, done")] = False
+
+    def __post_init__(self) -> None:
+        require_visible(self.question, "question")
 
 
 class Citation(Struct):

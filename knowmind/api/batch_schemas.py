@@ -12,6 +12,7 @@ from msgspec import Meta, Struct
 
 from knowmind.api.errors import field_of_message
 from knowmind.api.schemas import MemoryIn, memory_draft
+from knowmind.api.strict_body import StrictBody
 from knowmind.errors import InvalidInputError
 from knowmind.services.batch import ItemError
 from knowmind.services.memories import MemoryDraft
@@ -21,7 +22,7 @@ __all__ = ["BatchIn", "BatchItemOut", "BatchOut", "ItemErrorOut", "draft_or_erro
 MAX_ITEMS = 100
 
 
-class BatchIn(Struct):
+class BatchIn(StrictBody):
     """Up to 100 memories, each shaped like the body of ``POST /v1/memories``."""
 
     items: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=MAX_ITEMS)]

@@ -9,6 +9,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from knowmind.api.schemas import RelationIn
+from knowmind.api.strict_body import StrictBody
 from knowmind.contract.limits import (
     STATEMENT_KINDS,
     Content,
@@ -16,12 +17,13 @@ from knowmind.contract.limits import (
     FilledTitle,
     RelationCount,
     ShortText,
+    require_visible,
 )
 
 __all__ = ["DocumentIn", "DocumentOut", "KnowmindChunk", "KnowmindDocumentIn"]
 
 
-class DocumentIn(Struct):
+class DocumentIn(StrictBody):
     content: FilledContent
     title: FilledTitle | None = None
     source: ShortText | None = None
@@ -34,6 +36,10 @@ class DocumentIn(Struct):
             "raptor; needs a language model)"
         ),
     ] = False
+
+    def __post_init__(self) -> None:
+        require_visible(self.content, "content")
+        require_visible(self.title, "title")
 
 
 class DocumentOut(Struct):
@@ -53,7 +59,8 @@ class DocumentOut(Struct):
 
 class KnowmindChunk(Struct):
     """A chunk the client embedded; ``metadata.type`` tags a statement it extracted from the
-    user's words (``preference``, ``fact``, ``update``), stored with that kind."""
+    user's words (``preference``, ``fact``, ``update``), stored with that kind. Unknown keys
+    are ignored, as in the whole upload (see KnowmindDocumentIn)."""
 
     content: Content
     embedding: Annotated[list[float], Meta(min_length=1, max_length=8192)]
@@ -66,10 +73,16 @@ class KnowmindChunk(Struct):
 
 
 class KnowmindDocumentIn(Struct, rename="camel"):
-    """knowmind's ``POST /api/documents`` body (camelCase keys)."""
+    """knowmind's ``POST /api/documents`` body (camelCase keys). Unlike our own bodies it
+    ignores unknown keys, by design: it is knowmind's wire format, which its clients may extend
+    (documented in the README). Types, limits and visible content are checked as everywhere."""
 
     content: FilledContent
     title: FilledTitle | None = None
     chunks: Annotated[list[KnowmindChunk], Meta(max_length=10000)] | None = None
     embedding_model: Annotated[str, Meta(max_length=200)] | None = None
     replace_document_id: UUID | None = None
+
+    def __post_init__(self) -> None:
+        require_visible(self.content, "content")
+        require_visible(self.title, "title")

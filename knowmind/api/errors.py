@@ -25,7 +25,7 @@ __all__ = ["error_response", "exception_handlers", "field_of_message"]
 
 log = structlog.get_logger(__name__)
 _MSGSPEC_PATH = re.compile(r" - at `\$\.?([^`]*)`")
-_MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
+_MISSING_FIELD = re.compile(r"(?:missing required|unknown) field `([^`]+)`")
 
 
 def _body(status: int, detail: str, **extra: Any) -> Response[dict[str, Any]]:
@@ -33,7 +33,8 @@ def _body(status: int, detail: str, **extra: Any) -> Response[dict[str, Any]]:
 
 
 def field_of_message(message: str) -> tuple[str, str]:
-    """(field path, message without it) from msgspec's 'Expected `int` - at `$.k`'."""
+    """(field path, message without it) from msgspec's 'Expected `int` - at `$.k`' (a missing
+    or unknown field's path ends in its name)."""
     at = _MSGSPEC_PATH.search(message)
     path = at.group(1) if at else ""
     missing = _MISSING_FIELD.search(message)

@@ -9,6 +9,7 @@ from uuid import UUID
 import msgspec
 from msgspec import Meta, Struct
 
+from knowmind.api.strict_body import StrictBody
 from knowmind.contract.limits import (
     NO_NUL,
     Aliases,
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-class EntityIn(Struct):
+class EntityIn(StrictBody):
     name: Name
     entity_class: ClassName
     description: Description | None = None
@@ -65,7 +66,7 @@ class EntitySearchOut(Struct):
     results: list[EntityHit]
 
 
-class LinkIn(Struct):
+class LinkIn(StrictBody):
     from_id: UUID
     to_id: UUID
     rel_type: PredicateName
@@ -100,7 +101,7 @@ class RelationsOut(Struct):
     relations: list[RelationOut]
 
 
-class PredicateIn(Struct):
+class PredicateIn(StrictBody):
     name: PredicateName
     subject_classes: Annotated[list[ClassName], Meta(min_length=1, max_length=20)]
     object_classes: Annotated[list[ClassName], Meta(min_length=1, max_length=20)]

@@ -2,13 +2,14 @@
 
 Litestar documents a handler's success status and a generic 400; the error statuses here follow
 from what the handler declares: a scope (the auth guard: 401, 403, 429), parameters or a body
-(422, the field named), a body (413 over the size limit), a path id (404), the database or the
-embedding queue (503, and 429 for a tenant's full share). A handler's ``opt`` adds the rest:
+(422, the field named), a body (413 over the size limit; a JSON body the strict-body guard reads:
+415 when it is not JSON, 400 for a key twice), a path id (404), the database or the embedding
+queue (503, and 429 for a tenant's full share). A handler's ``opt`` adds the rest:
 ``"errors": (409,)`` statuses only it knows; ``"also": {200: "..."}`` a second success status
 with the same body (``204`` and those in ``"empty"`` without one); ``"error_body"`` (or
 ``"error_bodies"`` per status) another error body; ``"request_body"`` and ``"response"`` the
-bodies of a handler that reads and writes them itself. Nothing answers 400 unless a handler
-says so (MCP's JSON-RPC errors), so Litestar's generic 400 is dropped. Request bodies are
+bodies of a handler that reads and writes them itself. Litestar's generic 400 is dropped: 400
+means a duplicate key (or, where a handler says so, MCP's JSON-RPC errors). Request bodies are
 documented as msgspec decodes them.
 """
 
@@ -37,12 +38,14 @@ from litestar.routes import HTTPRoute
 __all__ = ["ERROR_DESCRIPTIONS", "document_statuses", "jsonrpc_request_body", "jsonrpc_response"]
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
-    400: "Not a valid JSON-RPC 2.0 message, or an unsupported MCP-Protocol-Version",
+    400: "A key twice in one JSON object (`field` names it); MCP: not a valid JSON-RPC 2.0 "
+    "message, or an unsupported MCP-Protocol-Version",
     401: "Missing, unknown or revoked bearer token",
     403: "The token lacks the scope this route needs",
     404: "Nothing with this id in the token's tenant",
     409: "Conflicts with what is stored (the detail says what)",
     413: "Request body over the server's size limit",
+    415: "The body is not JSON: send it as application/json",
     422: "Invalid input; `field` names the offending field",
     429: "Rate limit or the tenant's share of the embedding queue exhausted; see Retry-After",
     503: "Database unavailable or the server saturated; see Retry-After",
@@ -191,8 +194,7 @@ def _complete(operation: Operation, handler: HTTPRouteHandler) -> None:
     if "response" in handler.opt:  # ... or writes its own
         responses[str(handler.status_code or 200)] = handler.opt["response"]
     declared = set(handler.opt.get("errors", ()))
-    if 400 not in declared:
-        responses.pop("400", None)
+    responses.pop("400", None)  # Litestar's generic one; ours are added below
     success = next(
         (
             r
@@ -237,6 +239,8 @@ def _error_statuses(operation: Operation, handler: HTTPRouteHandler) -> set[int]
         statuses.add(422)
     if operation.request_body is not None:
         statuses.add(413)
+    if handler.parsed_fn_signature.parameters.get("data") is not None:
+        statuses |= {400, 415}  # the strict-body guard: a key twice; not JSON
     if any(getattr(p, "param_in", None) == "path" for p in parameters):
         statuses.add(404)
     return statuses

@@ -9,6 +9,7 @@ from uuid import UUID
 import msgspec
 from msgspec import Meta, Struct
 
+from knowmind.api.strict_body import StrictBody
 from knowmind.contract.limits import (
     HOPS_DEFAULT,
     K_DEFAULT,
@@ -30,6 +31,7 @@ from knowmind.contract.limits import (
     TagList,
     Title,
     reject_nul,
+    require_visible,
 )
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft
@@ -57,7 +59,7 @@ __all__ = [
 Scope = Literal["read", "write", "admin"]
 
 
-class TenantIn(Struct):
+class TenantIn(StrictBody):
     name: Annotated[str, Meta(min_length=1, max_length=200, pattern=NO_NUL)]
     language: Annotated[str, Meta(min_length=1, max_length=63, pattern=r"^[a-z_]+$")] | None = None
 
@@ -71,7 +73,7 @@ class TenantOut(Struct):
     created_at: datetime
 
 
-class TokenIn(Struct):
+class TokenIn(StrictBody):
     scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3)]
 
 
@@ -83,7 +85,7 @@ class TokenOut(Struct):
     created_at: datetime
 
 
-class RelationIn(Struct):
+class RelationIn(StrictBody):
     """memory (or ``subject``) -predicate-> object; the object entity is found or created."""
 
     predicate: PredicateName
@@ -95,8 +97,8 @@ class RelationIn(Struct):
     subject_class: OptionalClassName | None = None
 
 
-class MemoryIn(Struct):
-    """Unknown keys are ignored (never guessed)."""
+class MemoryIn(StrictBody):
+    """Unknown keys are refused (422 naming them; MCP's knowmind_store_memory ignores them)."""
 
     content: FilledContent
     title: Title | None = None
@@ -107,11 +109,17 @@ class MemoryIn(Struct):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     relations: Annotated[list[RelationIn], RelationCount] = msgspec.field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        require_visible(self.content, "content")
 
-class SupersedeIn(Struct):
+
+class SupersedeIn(StrictBody):
     new_content: FilledContent
     new_title: NonEmptyTitle | None = None
     update_reason: Reason | None = None
+
+    def __post_init__(self) -> None:
+        require_visible(self.new_content, "new_content")
 
 
 class JobRef(Struct):
@@ -161,7 +169,7 @@ class MemoryList(Struct):
     next_cursor: str | None
 
 
-class RecallFilters(Struct):
+class RecallFilters(StrictBody):
     memory_type: MemoryType | None = None
     tags: Annotated[list[ShortText], Meta(max_length=20)] = msgspec.field(default_factory=list)
     source: ShortText | None = None
@@ -190,7 +198,7 @@ def _moment(description: str) -> Meta:
     return Meta(description=description, extra_json_schema={"format": "date-time"})
 
 
-class RecallIn(Struct):
+class RecallIn(StrictBody):
     query: Query
     k: K = K_DEFAULT
     filters: RecallFilters | None = None
@@ -215,6 +223,9 @@ class RecallIn(Struct):
     explain: bool = False
     as_of: Annotated[datetime, _moment("valid time: what was true then")] | None = None
     known_at: Annotated[datetime, _moment("transaction time: what we knew then")] | None = None
+
+    def __post_init__(self) -> None:
+        require_visible(self.query, "query")
 
 
 class RecallHit(Struct):

@@ -4,6 +4,7 @@ bodies, and ``json_schema`` turns the same type into the MCP tool's JSON Schema.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -16,6 +17,7 @@ __all__ = [
     "CLASS_PATTERN",
     "EXTRACTION_PROMPT_MAX_CHARS",
     "HOPS_DEFAULT",
+    "INVISIBLE",
     "K_DEFAULT",
     "MEMORY_TYPES",
     "NO_NUL",
@@ -45,6 +47,7 @@ __all__ = [
     "Title",
     "json_schema",
     "reject_nul",
+    "require_visible",
 ]
 
 #: PostgreSQL text and jsonb cannot hold NUL characters.
@@ -74,8 +77,17 @@ MAX_ALIASES = 50
 
 Text = Annotated[str, Meta(pattern=NO_NUL, description="text without NUL characters")]
 Content = Annotated[str, Meta(min_length=1, pattern=NO_NUL)]
-#: The schema's way of saying "not only whitespace": the services strip such text and refuse it.
-NOT_BLANK: dict[str, Any] = {"not": {"pattern": r"^\s*$"}}
+#: Characters that show nothing (a regular-expression class, read alike by Python and
+#: ECMA-262): controls, spaces and separators, the soft hyphen, zero-width spaces and joiners,
+#: direction marks and embeddings, the word joiner and invisible operators, variation selectors,
+#: the byte order mark, Hangul fillers.
+INVISIBLE = (
+    r"\x00-\x20\x7f-\xa0\xad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f"
+    r"\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0"
+)
+_BLANK = re.compile(f"[{INVISIBLE}]*")
+#: The schema's way of saying "a visible character somewhere" (``require_visible`` checks it).
+NOT_BLANK: dict[str, Any] = {"not": {"pattern": f"^[{INVISIBLE}]*$"}}
 FilledContent = Annotated[str, Meta(min_length=1, pattern=NO_NUL, extra_json_schema=NOT_BLANK)]
 ShortText = Annotated[str, Meta(min_length=1, max_length=SHORT_TEXT_MAX_CHARS, pattern=NO_NUL)]
 Title = Annotated[str, Meta(max_length=TITLE_MAX_CHARS, pattern=NO_NUL)]
@@ -130,6 +142,13 @@ def _strip_nul(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(cleaned.get("items"), dict):
         cleaned["items"] = _strip_nul(cleaned["items"])
     return cleaned
+
+
+def require_visible(value: str | None, field: str) -> None:
+    """Refuse text with no visible character (only spaces, zero-width or other invisible
+    characters): 422 naming the field."""
+    if value is not None and _BLANK.fullmatch(value):
+        raise InvalidInputError(field, "must contain a visible character")
 
 
 def reject_nul(value: Any, field: str) -> None:
