@@ -95,6 +95,9 @@ class RelationOut(Struct):
     confidence: float
     derived: bool
     node: NodeRef
+    edge_id: UUID | None = None  # None: a mention
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None  # set: the relation no longer holds (``?closed=true``)
 
 
 class RelationsOut(Struct):
@@ -111,3 +114,5 @@ class PredicateIn(StrictBody):
     new_classes: Annotated[list[ClassName], Meta(max_length=20)] = msgspec.field(
         default_factory=list
     )
+    # at most one current object per subject: a new one closes the old edge
+    single_valued: bool = False

@@ -1,6 +1,7 @@
 """The relation catalogue: entity classes, predicates with their classes, inverses and symmetry,
-and the derived predicates the server computes. The default catalogue is data
-(``ontology.json``); tenants extend it with rows of their own."""
+which are single-valued (one current object per subject), and the derived predicates the server
+computes. The default catalogue is data (``ontology.json``); tenants extend it with rows of
+their own."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ class Predicate:
     description: str = ""
     derived: bool = False
     custom: bool = False
+    # at most one current object per subject: a new object closes the old edge (``store.facts``)
+    single_valued: bool = False
     # how the predicate reads from subject to object, by language ("de", "en")
     labels: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -148,6 +151,7 @@ class Ontology:
                     "symmetric": p.symmetric,
                     "derived": p.derived,
                     "custom": p.custom,
+                    "single_valued": p.single_valued,
                     "description": p.description,
                     "labels": dict(p.labels),
                 }
@@ -178,6 +182,7 @@ def _predicate(
         symmetric=bool(row.get("symmetric")),
         description=row.get("description") or "",
         custom=custom,
+        single_valued=bool(row.get("single_valued")),
         labels=row.get("labels") or name_labels(row["name"]),
     )
 

@@ -1,10 +1,19 @@
 """The PostgreSQL graph, the system of record: typed edges with materialised inverses and
-server-derived edges, always written inside the caller's tenant transaction."""
+server-derived edges, always written inside the caller's tenant transaction.
+
+A single-valued predicate (``Predicate.single_valued``) holds at most one current object per
+subject entity: drawing ``s -P-> b`` while ``s -P-> a`` holds closes the older of the two (and its
+twin) at the instant the newer one begins (bi-temporal: ``valid_to`` set, the row stays for
+``as_of`` reads), as Graphiti invalidates a contradicted edge. Drawing the same object again
+changes nothing. What was closed is returned as ``FactChange``s for the caller to act on (the
+stating memories, the audit log: ``knowmind.services.facts``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
 from typing import Any
 from uuid import UUID
 
@@ -13,8 +22,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.errors import NotFoundError
 from knowmind.graph.ontology import MEMORY_CLASS, Ontology, Predicate
 from knowmind.store import edges as edge_store
+from knowmind.store import facts as fact_store
+from knowmind.store.facts import CurrentFact
 
-__all__ = ["Node", "link", "refresh_derived", "remove_node_edges", "resolve_nodes", "unlink"]
+__all__ = [
+    "Drawn",
+    "FactChange",
+    "Node",
+    "draw",
+    "link",
+    "refresh_derived",
+    "remove_node_edges",
+    "resolve_nodes",
+    "unlink",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +61,25 @@ async def resolve_nodes(conn: AsyncConnection, tenant_id: UUID, **ids: UUID) -> 
     return nodes
 
 
+@dataclass(frozen=True, slots=True)
+class FactChange:
+    """``subject -predicate-> older.object_id`` was closed at ``at``: ``newer`` (another object)
+    holds from then on."""
+
+    predicate: str
+    subject_id: UUID
+    older: CurrentFact
+    newer: CurrentFact
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Drawn:
+    edge_id: UUID
+    twin_id: UUID | None
+    changes: tuple[FactChange, ...] = ()  # single-valued facts this edge (or its twin) closed
+
+
 async def link(
     conn: AsyncConnection,
     tenant_id: UUID,
@@ -52,11 +92,29 @@ async def link(
 ) -> tuple[UUID, UUID | None]:
     """Draw ``source -predicate-> target`` and its inverse (or symmetric twin); idempotent.
     Returns (edge id, twin edge id)."""
+    drawn = await draw(conn, tenant_id, ontology, source, target, predicate, confidence, properties)
+    return drawn.edge_id, drawn.twin_id
+
+
+async def draw(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    ontology: Ontology,
+    source: Node,
+    target: Node,
+    predicate: Predicate,
+    confidence: float = 1.0,
+    properties: dict[str, Any] | None = None,
+    valid_from: datetime | None = None,
+) -> Drawn:
+    """``link``, and the single-valued facts it closed. ``valid_from``: since when the fact
+    holds (its stating memory's ``valid_from``; now if None): of two objects the one that began
+    later is current, whichever was drawn first."""
     same_node = source.id == target.id
     ontology.check_link(predicate, source.graph_class, target.graph_class, same_node=same_node)
     await edge_store.lock_tenant_graph(conn, tenant_id)
 
-    async def draw(start: Node, end: Node, name: str) -> UUID:
+    async def one(start: Node, end: Node, name: str) -> UUID:
         return await edge_store.insert_edge(
             conn,
             tenant_id,
@@ -67,15 +125,41 @@ async def link(
             predicate=name,
             confidence=confidence,
             properties=properties,
+            valid_from=valid_from,
         )
 
-    edge_id = await draw(source, target, predicate.name)
+    edge_id = await one(source, target, predicate.name)
     twin_id = None
     if predicate.twin:
-        twin_id = await draw(target, source, predicate.twin)
+        twin_id = await one(target, source, predicate.twin)
         await edge_store.set_inverse(conn, tenant_id, edge_id, twin_id)
+    changes: list[FactChange] = []
+    for drawn_id, subject, name in (
+        (edge_id, source, predicate.name),
+        (twin_id, target, predicate.twin),
+    ):
+        forward = ontology.predicates.get(name or "")
+        if drawn_id and forward and forward.single_valued and subject.kind == "entity":
+            changes += await _settle(conn, tenant_id, subject.id, forward.name, drawn_id)
     await refresh_derived(conn, tenant_id, ontology, [predicate.name, predicate.twin or ""])
-    return edge_id, twin_id
+    return Drawn(edge_id, twin_id, tuple(changes))
+
+
+async def _settle(
+    conn: AsyncConnection, tenant_id: UUID, subject_id: UUID, predicate: str, drawn_id: UUID
+) -> list[FactChange]:
+    """One current object of a single-valued predicate: each older fact of the subject closes
+    where the next one begins (a tie: the edge just drawn is the newer). The twins of the
+    closed edges are closed with them; derived edges are refreshed by the caller."""
+    facts = await fact_store.current_facts(conn, tenant_id, subject_id, predicate)
+    if len(facts) < 2:
+        return []
+    facts.sort(key=lambda f: (f.valid_from, f.id == drawn_id))
+    changes = []
+    for older, newer in pairwise(facts):
+        await fact_store.close_edge(conn, tenant_id, older, newer.valid_from)
+        changes.append(FactChange(predicate, subject_id, older, newer, newer.valid_from))
+    return changes
 
 
 async def unlink(

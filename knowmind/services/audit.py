@@ -38,10 +38,13 @@ async def record(
     tenant_id: UUID | None,
     targets: Sequence[UUID | str] = (),
     detail: dict[str, Any] | None = None,
+    *,
+    actor: str | None = None,
 ) -> int:
-    """Append the entry (ids and counts only) and log it; returns its id."""
+    """Append the entry (ids and counts only) and log it; returns its id. ``actor``: who acted
+    where no caller did (a background step such as ``extractor:llm``), else ``who``'s."""
     entry = AuditEntry(
-        actor_of(who),
+        actor or actor_of(who),
         action,
         tenant_id,
         targets,

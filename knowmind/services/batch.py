@@ -285,6 +285,7 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
                 embeddings=row.embeddings,
                 graph=service.graph,
                 relations=p.draft.relations,
+                who=who,
             )
             [result] = await _outcomes(conn, tenant, [p], [stored])
             return result

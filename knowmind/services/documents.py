@@ -157,6 +157,7 @@ class DocumentService(MemoryWriter):
                 kinds=chunks.kinds,
                 graph=self.graph,
                 relations=draft.relations,
+                who=who,
             )
             assert stored is not None  # document memories are not deduplicated by sha
             tree_job, tree_note = await self._tree(conn, who, document_id, draft, existing)

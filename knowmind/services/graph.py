@@ -14,9 +14,13 @@ from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph import postgres as graph
 from knowmind.graph.ontology import MEMORY_CLASS, Ontology, Predicate
 from knowmind.linking.names import normalise_name
+from knowmind.services import facts
 from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.facts import Decision, MemoryHistory
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
+from knowmind.store import facts as fact_store
+from knowmind.store import memories as memory_store
 from knowmind.store import ontology as ontology_store
 from knowmind.store.entities import EntityRow, NewEntity
 
@@ -45,6 +49,7 @@ class PredicateDraft:
     symmetric: bool = False
     description: str | None = None
     new_classes: list[str] = field(default_factory=list)
+    single_valued: bool = False
 
 
 class GraphService:
@@ -89,6 +94,7 @@ class GraphService:
                 inverse=None if draft.symmetric else draft.inverse,
                 symmetric=draft.symmetric,
                 description=draft.description,
+                single_valued=draft.single_valued,
             )
             return (await self.ontology(conn, tenant)).predicate(draft.name)
 
@@ -148,9 +154,11 @@ class GraphService:
             ontology = await self.ontology(conn, tenant)
             predicate = ontology.settable(rel_type)
             nodes = await graph.resolve_nodes(conn, tenant, from_id=from_id, to_id=to_id)
-            return await graph.link(
+            drawn = await graph.draw(
                 conn, tenant, ontology, nodes["from_id"], nodes["to_id"], predicate, confidence
             )
+            await facts.apply_changes(conn, tenant, ontology, drawn.changes, who, Decision())
+            return drawn.edge_id, drawn.twin_id
 
     async def unlink(self, who: Principal, from_id: UUID, to_id: UUID, rel_type: str) -> int:
         tenant = tenant_of(who)
@@ -159,11 +167,24 @@ class GraphService:
             predicate = ontology.settable(rel_type)
             return await graph.unlink(conn, tenant, ontology, from_id, to_id, predicate)
 
-    async def relations(self, who: Principal, node_id: UUID) -> list[dict[str, Any]]:
+    async def relations(
+        self, who: Principal, node_id: UUID, *, closed: bool = False
+    ) -> list[dict[str, Any]]:
+        """The node's current relations; with ``closed`` also those that no longer hold."""
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
             await graph.resolve_nodes(conn, tenant, node_id=node_id)
-            return await edge_store.node_relations(conn, tenant, node_id)
+            return await edge_store.node_relations(conn, tenant, node_id, closed=closed)
+
+    async def memory_history(self, who: Principal, memory_id: UUID) -> MemoryHistory:
+        """The memory's supersessions and automatic fact updates (``services.facts``)."""
+        tenant = tenant_of(who)
+        async with self.db.tenant_tx(tenant) as conn:
+            row = await memory_store.get_memory(conn, tenant, memory_id)
+            if row is None:
+                raise NotFoundError(f"memory {memory_id} not found")
+            valid = (row.valid_from, row.valid_to)
+            return await facts.memory_history(conn, tenant, memory_id, valid)
 
     async def link_supersedes(
         self,
@@ -201,12 +222,19 @@ class GraphService:
         memory_id: UUID,
         relations: Sequence[InlineRelation],
         method: str = "inline",
+        *,
+        who: Principal | None = None,
+        model: str | None = None,
     ) -> None:
         """Draw the relations (entities found or created); ``method``: how they were found
-        (``inline``: given with the memory, ``llm``: the LLM extractor), kept on the mentions.
-        All of them are checked before the first is drawn."""
+        (``inline``: given with the memory, ``llm``: the LLM extractor, ``model``), kept on the
+        mentions. All of them are checked before the first is drawn. A single-valued fact
+        they replace is closed, and its memory superseded (``services.facts``; ``who`` wrote
+        the memory)."""
         ontology = await self.ontology(conn, tenant)
         memory = graph.Node(memory_id, "memory", None)
+        # the facts hold since the memory does (an extraction may run long after it was stored)
+        since = await fact_store.memory_valid_from(conn, tenant, memory_id)
         mentions = []
         for planned in await _plan(conn, tenant, ontology, relations, method):
             confidence = planned.relation.confidence
@@ -217,10 +245,23 @@ class GraphService:
             target = await _stored(conn, tenant, planned.object)
             # provenance: erasing the memory erases the edges its relations drew
             provenance = {"source_memory_id": str(memory_id)}
-            await graph.link(
-                conn, tenant, ontology, source, target, planned.predicate, confidence, provenance
+            drawn = await graph.draw(
+                conn,
+                tenant,
+                ontology,
+                source,
+                target,
+                planned.predicate,
+                confidence,
+                provenance,
+                valid_from=since,
             )
             mentions.append((memory_id, None, target.id, method, confidence, None, None))
+            if drawn.changes:
+                decision = Decision(
+                    by="llm" if method == "llm" else "rule", model=model, confidence=confidence
+                )
+                await facts.apply_changes(conn, tenant, ontology, drawn.changes, who, decision)
         await edge_store.insert_mentions(conn, tenant, mentions)
 
 

@@ -69,10 +69,14 @@ class LLMGraphExtraction:
             messages = extraction_messages(template, content)
             done = await llm.complete(messages, max_tokens=ANSWER_TOKENS)
             found.append((chunk_id, *parse_extraction(done.text, ontology.classes)))
-        counts = await self._store(tenant_id, memory_id, found)
+        counts = await self._store(tenant_id, memory_id, found, f"{llm.provider}/{llm.model}")
         return counts | {"llm_chunks_not_read": max(0, len(chunks) - MAX_CHUNKS)}
 
-    async def _store(self, tenant_id: UUID, memory_id: UUID, found: list[Found]) -> dict[str, int]:
+    async def _store(
+        self, tenant_id: UUID, memory_id: UUID, found: list[Found], model: str
+    ) -> dict[str, int]:
+        """Store what the model found; a single-valued fact it proposes replaces the current
+        one as a relation given with the memory would (the audit entry names the model)."""
         counts = {"llm_entities": 0, "llm_relations": 0, "llm_relations_skipped": 0}
         async with self.db.tenant_tx(tenant_id, write=True) as conn:
             if not await memory_store.chunk_texts(conn, tenant_id, memory_id):
@@ -105,7 +109,7 @@ class LLMGraphExtraction:
                     try:
                         async with conn.begin_nested():
                             await self.graph.attach_inline_relations(
-                                conn, tenant_id, memory_id, [inline], method="llm"
+                                conn, tenant_id, memory_id, [inline], method="llm", model=model
                             )
                         counts["llm_relations"] += 1
                     except InvalidInputError:

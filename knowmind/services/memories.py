@@ -75,6 +75,7 @@ class MemoryService(MemoryWriter):
                 embeddings=prepared.embeddings,
                 graph=self.graph,
                 relations=draft.relations,
+                who=who,
             )
         if stored is not None:
             self.on_job_enqueued()

@@ -14,6 +14,7 @@ from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import content_language, index_language
 from knowmind.models.executor import EmbeddingExecutor
+from knowmind.services.auth import Principal
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
@@ -56,8 +57,10 @@ async def insert_memory(
     graph: GraphService,
     relations: Sequence[InlineRelation] = (),
     kinds: Sequence[str | None] = (),
+    who: Principal | None = None,
 ) -> memory_store.InsertedMemory | None:
     """None when a current memory with the same content exists (nothing was written).
+    ``who``: the writer, named in the audit entry of a fact its relations replace.
 
     The caller wakes the job worker once its transaction has committed.
     """
@@ -66,7 +69,7 @@ async def insert_memory(
     )
     inserted = await memory_store.insert_memory(conn, tenant, item, job_kind=EXTRACT_JOB)
     if inserted is not None and relations:
-        await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations))
+        await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations), who=who)
     return inserted
 
 

@@ -70,6 +70,7 @@ class OntologyPredicate(msgspec.Struct, tag="ontology_predicate", **_TAGGED):
     inverse: str | None
     is_symmetric: bool
     description: str | None
+    single_valued: bool = False  # absent from archives written before migration 0019
 
 
 class Document(msgspec.Struct, tag="document", **_TAGGED):

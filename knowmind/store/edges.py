@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -66,8 +67,11 @@ async def insert_edge(
     confidence: float,
     properties: dict[str, Any] | None = None,
     derived: bool = False,
+    valid_from: datetime | None = None,
 ) -> UUID:
-    """Idempotent: an existing edge keeps its id (its confidence is updated if it changed)."""
+    """Idempotent: an existing current edge keeps its id (and its ``valid_from``; its
+    confidence is updated if it changed). A closed edge of the same triple stays closed: the
+    fact holding again is a new edge. ``valid_from``: since when the fact holds (now if None)."""
     params = {
         "t": tenant_id,
         "f": from_id,
@@ -78,13 +82,15 @@ async def insert_edge(
         "c": confidence,
         "props": properties or {},
         "d": derived,
+        "vf": valid_from,
     }
     edge_id = await maybe_id(
         conn,
         text(
             "INSERT INTO edges AS e (tenant_id, from_id, from_kind, to_id, to_kind, predicate, "
-            "confidence, properties, derived) VALUES (:t, :f, :fk, :to, :tk, :p, :c, "
-            "CAST(:props AS jsonb), :d) ON CONFLICT (tenant_id, from_id, predicate, to_id) "
+            "confidence, properties, derived, valid_from) VALUES (:t, :f, :fk, :to, :tk, :p, "
+            ":c, CAST(:props AS jsonb), :d, coalesce(CAST(:vf AS timestamptz), now())) "
+            "ON CONFLICT (tenant_id, from_id, predicate, to_id) WHERE valid_to IS NULL "
             "DO UPDATE SET confidence = EXCLUDED.confidence "
             "WHERE e.confidence IS DISTINCT FROM EXCLUDED.confidence RETURNING id"
         ),
@@ -95,7 +101,7 @@ async def insert_edge(
             conn,
             text(
                 "SELECT id FROM edges WHERE tenant_id = :t AND from_id = :f AND predicate = :p "
-                "AND to_id = :to"
+                "AND to_id = :to AND valid_to IS NULL"
             ),
             params,
         )
@@ -175,7 +181,8 @@ async def recompute_derived(
         text(
             f"WITH desired AS ({desired}) INSERT INTO edges (tenant_id, from_id, from_kind, "
             "to_id, to_kind, predicate, derived) SELECT DISTINCT :t, x, xk, z, zk, :d, true "
-            "FROM desired ON CONFLICT (tenant_id, from_id, predicate, to_id) DO NOTHING"
+            "FROM desired ON CONFLICT (tenant_id, from_id, predicate, to_id) "
+            "WHERE valid_to IS NULL DO NOTHING"
         ),
         params,
     )
@@ -220,25 +227,30 @@ async def insert_mentions(
 
 
 async def node_relations(
-    conn: AsyncConnection, tenant_id: UUID, node_id: UUID
+    conn: AsyncConnection, tenant_id: UUID, node_id: UUID, *, closed: bool = False
 ) -> list[dict[str, Any]]:
-    """Edges out of and into a node, and mentions (as MENTIONS memory → entity)."""
+    """Edges out of and into a node, and mentions (as MENTIONS memory → entity). Current edges
+    only; with ``closed`` also those that no longer hold (``valid_to`` set)."""
+    current = "" if closed else " AND valid_to IS NULL"
     rows = await conn.execute(
         text(
             "WITH rel AS ("
             " SELECT predicate, 'out' AS direction, confidence, derived, to_id AS node_id, "
-            " to_kind AS kind FROM edges WHERE tenant_id = :t AND from_id = :n"
-            " UNION ALL SELECT predicate, 'in', confidence, derived, from_id, from_kind "
-            " FROM edges WHERE tenant_id = :t AND to_id = :n"
-            " UNION ALL SELECT 'MENTIONS', 'out', max(confidence), false, entity_id, 'entity' "
-            " FROM mentions WHERE tenant_id = :t AND memory_id = :n GROUP BY entity_id"
-            " UNION ALL SELECT 'MENTIONS', 'in', max(confidence), false, memory_id, 'memory' "
-            " FROM mentions WHERE tenant_id = :t AND entity_id = :n GROUP BY memory_id)"
+            " to_kind AS kind, id AS edge_id, valid_from, valid_to FROM edges "
+            f" WHERE tenant_id = :t AND from_id = :n{current}"
+            " UNION ALL SELECT predicate, 'in', confidence, derived, from_id, from_kind, id, "
+            f" valid_from, valid_to FROM edges WHERE tenant_id = :t AND to_id = :n{current}"
+            " UNION ALL SELECT 'MENTIONS', 'out', max(confidence), false, entity_id, 'entity', "
+            " NULL, NULL, NULL FROM mentions WHERE tenant_id = :t AND memory_id = :n "
+            " GROUP BY entity_id"
+            " UNION ALL SELECT 'MENTIONS', 'in', max(confidence), false, memory_id, 'memory', "
+            " NULL, NULL, NULL FROM mentions WHERE tenant_id = :t AND entity_id = :n "
+            " GROUP BY memory_id)"
             " SELECT rel.*, coalesce(e.name, m.title, left(m.content, 80)) AS title_or_name, "
             " e.entity_class FROM rel"
             " LEFT JOIN entities e ON e.tenant_id = :t AND e.id = rel.node_id"
             " LEFT JOIN memories m ON m.tenant_id = :t AND m.id = rel.node_id"
-            " ORDER BY rel.direction DESC, rel.predicate, title_or_name"
+            " ORDER BY rel.direction DESC, rel.predicate, title_or_name, rel.valid_from"
         ),
         {"t": tenant_id, "n": node_id},
     )

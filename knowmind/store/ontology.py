@@ -21,7 +21,7 @@ async def load_extensions(
     predicates = await conn.execute(
         text(
             "SELECT name, subject_classes, object_classes, inverse, is_symmetric AS symmetric, "
-            "description "
+            "description, single_valued "
             "FROM ontology_predicates WHERE tenant_id = :t ORDER BY name"
         ),
         {"t": tenant_id},
@@ -50,12 +50,14 @@ async def insert_predicate(
     inverse: str | None,
     symmetric: bool,
     description: str | None,
+    single_valued: bool = False,
 ) -> bool:
     """False when the tenant already has a predicate of that name."""
     inserted = await conn.scalar(
         text(
             "INSERT INTO ontology_predicates (tenant_id, name, subject_classes, object_classes, "
-            "inverse, is_symmetric, description) VALUES (:t, :n, :s, :o, :i, :sym, :d) "
+            "inverse, is_symmetric, description, single_valued) "
+            "VALUES (:t, :n, :s, :o, :i, :sym, :d, :sv) "
             "ON CONFLICT DO NOTHING RETURNING name"
         ),
         {
@@ -66,6 +68,7 @@ async def insert_predicate(
             "i": inverse,
             "sym": symmetric,
             "d": description,
+            "sv": single_valued,
         },
     )
     return inserted is not None

@@ -113,8 +113,21 @@ class RelationController(Controller):
         return UnlinkOut(removed=removed)
 
     @get("/v1/nodes/{node_id:uuid}/relations", opt={"scope": "read"})
-    async def relations(self, node_id: FromPath[UUID], runtime: Rt, principal: Who) -> RelationsOut:
-        rows = await runtime.graph.relations(principal, node_id)
+    async def relations(
+        self,
+        node_id: FromPath[UUID],
+        runtime: Rt,
+        principal: Who,
+        closed: Annotated[
+            bool,
+            QueryParameter(
+                description="also the relations that no longer hold (`valid_to` set: a "
+                "single-valued fact replaced by a newer one)"
+            ),
+        ] = False,
+    ) -> RelationsOut:
+        """The node's relations that hold now (each edge with its valid time), and mentions."""
+        rows = await runtime.graph.relations(principal, node_id, closed=closed)
         return RelationsOut(
             relations=[
                 RelationOut(
@@ -128,6 +141,9 @@ class RelationController(Controller):
                         title_or_name=r["title_or_name"],
                         entity_class=r["entity_class"],
                     ),
+                    edge_id=r["edge_id"],
+                    valid_from=r["valid_from"],
+                    valid_to=r["valid_to"],
                 )
                 for r in rows
             ]
@@ -154,6 +170,7 @@ class SchemaController(Controller):
             symmetric=data.symmetric,
             description=data.description,
             new_classes=list(data.new_classes),
+            single_valued=data.single_valued,
         )
         predicate = await runtime.graph.extend_schema(principal, draft)
         return {
@@ -162,5 +179,6 @@ class SchemaController(Controller):
             "object_classes": sorted(predicate.object_classes),
             "inverse": predicate.inverse,
             "symmetric": predicate.symmetric,
+            "single_valued": predicate.single_valued,
             "description": predicate.description,
         }

@@ -10,6 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
+from knowmind.api.history_schemas import MemoryHistoryOut, history_out
 from knowmind.api.schemas import (
     JobRef,
     MemoryIn,
@@ -80,6 +81,17 @@ class MemoryController(Controller):
     ) -> MemoryList:
         rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor)
         return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)
+
+    @get("/{memory_id:uuid}/history", opt={"scope": "read"})
+    async def history(
+        self,
+        memory_id: FromPath[UUID],
+        runtime: NamedDependency[Runtime],
+        principal: NamedDependency[Principal],
+    ) -> MemoryHistoryOut:
+        """The memory's supersessions (``update_fact``, or automatic: a single-valued fact it
+        stated changed, e.g. "lives in") and automatic fact updates: who, what, when."""
+        return history_out(await runtime.graph.memory_history(principal, memory_id))
 
     @delete(
         "/{memory_id:uuid}",
