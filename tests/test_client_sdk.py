@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -53,6 +54,36 @@ def test_the_blocking_client(server):
             km.recall("Wer?", k=99)
         assert refused.value.status == 422 and refused.value.field == "k"
         assert km.stats()["memories"] == 4
+
+
+def test_event_time_speaker_and_scopes_pass_through_and_come_back_typed(server):
+    base, token = server
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    fact = "Caroline erzählte, dass sie im Mai einen Töpferkurs in Lissabon besucht."
+    with Knowmind(base, token) as km:
+        stored = km.remember(
+            fact,
+            occurred_at=when,
+            speaker="Caroline",
+            role="user",
+            user_id="u-sdk",
+            session_id="s1",
+        )
+        memory = km.memory(stored.id)
+        assert (memory.occurred_at, memory.speaker, memory.role) == (when, "Caroline", "user")
+        assert (memory.user_id, memory.agent_id, memory.session_id) == ("u-sdk", None, "s1")
+        assert [m.id for m in km.memories(user_id="u-sdk")] == [stored.id]
+        assert [m.id for m in km.memories(occurred_before=datetime(2023, 6, 1))] == [stored.id]
+        found = km.recall("Töpferkurs in Lissabon", k=3, filters={"session_id": "s1"})
+        assert [hit.memory_id for hit in found.results] == [stored.id]
+        assert (found.results[0].occurred_at, found.results[0].speaker) == (when, "Caroline")
+        later = km.recall(
+            "Töpferkurs in Lissabon", filters={"occurred_after": datetime(2024, 1, 1)}
+        )
+        assert stored.id not in {hit.memory_id for hit in later.results}
+        with pytest.raises(KnowmindAPIError) as refused:
+            km.remember(fact, occurred_at="9999-12-31T23:59:00-14:00")
+        assert refused.value.status == 422 and refused.value.field == "occurred_at"
 
 
 def test_retries_on_429_and_what_happens_without(server):

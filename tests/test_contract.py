@@ -15,7 +15,7 @@ import pytest
 from knowmind.api.answer_schemas import AnswerIn
 from knowmind.api.document_schemas import DocumentIn
 from knowmind.api.graph_schemas import EntityIn, LinkIn
-from knowmind.api.schemas import MemoryIn, RecallIn, RelationIn, SupersedeIn
+from knowmind.api.schemas import MemoryIn, RecallFilters, RecallIn, RelationIn, SupersedeIn
 from knowmind.contract import limits
 from knowmind.mcp.catalogue import SPECS
 from knowmind.services.memories import MEMORY_TYPES
@@ -31,7 +31,15 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
     ("knowmind_recall_at_time", "min_score"): (RecallIn, "min_score"),
     **{
         ("knowmind_store_memory", name): (MemoryIn, name)
-        for name in ("content", "title", "memory_type", "tags", "source", "domain", "relations")
+        for name in (
+            *("content", "title", "memory_type", "tags", "source", "domain", "relations"),
+            *("occurred_at", "speaker", "role", "user_id", "agent_id", "session_id"),
+        )
+    },
+    **{
+        (tool, name): (RecallFilters, name)
+        for tool in ("knowmind_recall_memories", "knowmind_recall_at_time")
+        for name in ("user_id", "agent_id", "session_id", "occurred_after", "occurred_before")
     },
     **{
         ("knowmind_upload_document", name): (DocumentIn, name)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
+from litestar.params import QueryParameter
 from msgspec import Meta, Struct
 
 from knowmind.api.strict_body import StrictBody
@@ -14,6 +15,8 @@ from knowmind.contract.limits import (
     HOPS_DEFAULT,
     K_DEFAULT,
     NO_NUL,
+    SCOPE_ID_MAX_CHARS,
+    SCOPE_PATTERN,
     Confidence,
     Description,
     FilledContent,
@@ -27,7 +30,10 @@ from knowmind.contract.limits import (
     Query,
     Reason,
     RelationCount,
+    Role,
+    ScopeId,
     ShortText,
+    Speaker,
     TagList,
     Title,
     reject_nul,
@@ -57,6 +63,27 @@ __all__ = [
 ]
 
 Scope = Literal["read", "write", "admin"]
+
+
+def scope_parameter(description: str) -> Any:
+    """A query parameter naming a user, agent or session (``contract.limits.ScopeId``'s
+    limits: the query string is not checked against the type's own)."""
+    return QueryParameter(
+        description=description,
+        min_length=1,
+        max_length=SCOPE_ID_MAX_CHARS,
+        pattern=SCOPE_PATTERN,
+    )
+
+
+#: An ISO 8601 instant (one without an offset is read as UTC), years 1 to 9999 in UTC.
+EventTime = Annotated[
+    datetime,
+    Meta(
+        description="when it happened or was said (ISO 8601; UTC when no offset); "
+        "default: when it is stored"
+    ),
+]
 
 
 class TenantIn(StrictBody):
@@ -108,6 +135,12 @@ class MemoryIn(StrictBody):
     domain: ShortText | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     relations: Annotated[list[RelationIn], RelationCount] = msgspec.field(default_factory=list)
+    occurred_at: EventTime | None = None
+    speaker: Annotated[Speaker, Meta(description="who said it (a name)")] | None = None
+    role: Annotated[Role, Meta(description="the speaker's role: user, assistant, …")] | None = None
+    user_id: Annotated[ScopeId, Meta(description="the end user it belongs to")] | None = None
+    agent_id: Annotated[ScopeId, Meta(description="the agent it belongs to")] | None = None
+    session_id: Annotated[ScopeId, Meta(description="the session it belongs to")] | None = None
 
     def __post_init__(self) -> None:
         require_visible(self.content, "content")
@@ -162,6 +195,12 @@ class MemoryOut(Struct):
     valid_to: datetime | None
     document_id: UUID | None
     chunks: int
+    occurred_at: datetime
+    speaker: str | None = None
+    role: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 class MemoryList(Struct):
@@ -175,6 +214,15 @@ class RecallFilters(StrictBody):
     source: ShortText | None = None
     domain: ShortText | None = None
     document_id: UUID | None = None
+    user_id: ScopeId | None = None
+    agent_id: ScopeId | None = None
+    session_id: ScopeId | None = None
+    occurred_after: (
+        Annotated[datetime, Meta(description="event time at or after this instant")] | None
+    ) = None
+    occurred_before: (
+        Annotated[datetime, Meta(description="event time before this instant")] | None
+    ) = None
 
 
 def memory_filters(
@@ -190,6 +238,11 @@ def memory_filters(
         document_id=f.document_id,
         as_of=as_of,
         known_at=known_at,
+        user_id=f.user_id,
+        agent_id=f.agent_id,
+        session_id=f.session_id,
+        occurred_after=f.occurred_after,
+        occurred_before=f.occurred_before,
     )
 
 
@@ -253,6 +306,9 @@ class RecallHit(Struct):
         Literal["preference", "fact", "update"] | None,
         Meta(description="the chunk is a statement of this kind (tagged by knowmind's client)"),
     ] = None
+    occurred_at: Annotated[datetime | None, Meta(description="when it happened or was said")] = None
+    speaker: str | None = None
+    role: str | None = None
 
 
 class RecallOut(Struct):
@@ -277,4 +333,10 @@ def memory_draft(data: MemoryIn) -> MemoryDraft:
         domain=data.domain,
         metadata=data.metadata,
         relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
+        occurred_at=data.occurred_at,
+        speaker=data.speaker,
+        role=data.role,
+        user_id=data.user_id,
+        agent_id=data.agent_id,
+        session_id=data.session_id,
     )

@@ -123,30 +123,35 @@ class Knowmind:
         raise AssertionError("unreachable")
 
     def remember(self, content: str, **fields: Any) -> Remembered:
-        """``fields``: title, memory_type, tags, source, domain, metadata, relations."""
+        """``fields``: title, memory_type, tags, source, domain, metadata, relations,
+        occurred_at (a datetime or ISO 8601), speaker, role, user_id, agent_id, session_id."""
         return self._call(
             "POST", "/v1/memories", Remembered, json=_json({"content": content, **fields})
         )
 
     def remember_many(self, items: list[dict[str, Any]]) -> BatchResult:
         """Up to 100 memories (each like ``remember``'s arguments), per-item results."""
-        return self._call("POST", "/v1/memories/batch", BatchResult, json={"items": items})
+        body = {"items": [_json(item) for item in items]}
+        return self._call("POST", "/v1/memories/batch", BatchResult, json=body)
 
     def recall(self, query: str, k: int = 5, min_score: float = 0.0, **options: Any) -> Recall:
         """Each hit's ``score`` is the probability (0–1) that it answers the question;
-        ``min_score`` leaves out the hits below it. ``options``: filters, hops, stages, rerank,
-        weights, fusion, ranker, explain, as_of, known_at."""
+        ``min_score`` leaves out the hits below it. ``options``: filters (e.g. ``{"user_id":
+        "u1", "occurred_after": datetime(…)}``), hops, stages, rerank, weights, fusion,
+        ranker, explain, as_of, known_at."""
         body = _json({"query": query, "k": k, "min_score": min_score, **options})
         return self._call("POST", "/v1/recall", Recall, json=body)
 
     def memory(self, memory_id: UUID | str) -> Memory:
         return self._call("GET", f"/v1/memories/{memory_id}", Memory)
 
-    def memories(self, page_size: int = 100) -> Iterator[Memory]:
-        """Every memory, newest first, page by page (the cursor is followed for you)."""
+    def memories(self, page_size: int = 100, **filters: Any) -> Iterator[Memory]:
+        """Every memory, newest first, page by page (the cursor is followed for you);
+        ``filters``: user_id, agent_id, session_id, occurred_after, occurred_before."""
         cursor: str | None = None
         while True:
             params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
+            params |= _json(filters)
             page = self._call("GET", "/v1/memories", MemoryPage, params=params)
             yield from page.items
             if not page.next_cursor:
@@ -219,7 +224,8 @@ class AsyncKnowmind:
         return await self._call("POST", "/v1/memories", Remembered, json=body)
 
     async def remember_many(self, items: list[dict[str, Any]]) -> BatchResult:
-        return await self._call("POST", "/v1/memories/batch", BatchResult, json={"items": items})
+        body = {"items": [_json(item) for item in items]}
+        return await self._call("POST", "/v1/memories/batch", BatchResult, json=body)
 
     async def recall(
         self, query: str, k: int = 5, min_score: float = 0.0, **options: Any
@@ -230,10 +236,11 @@ class AsyncKnowmind:
     async def memory(self, memory_id: UUID | str) -> Memory:
         return await self._call("GET", f"/v1/memories/{memory_id}", Memory)
 
-    async def memories(self, page_size: int = 100) -> AsyncIterator[Memory]:
+    async def memories(self, page_size: int = 100, **filters: Any) -> AsyncIterator[Memory]:
         cursor: str | None = None
         while True:
             params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
+            params |= _json(filters)
             page = await self._call("GET", "/v1/memories", MemoryPage, params=params)
             for memory in page.items:
                 yield memory

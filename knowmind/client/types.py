@@ -54,6 +54,9 @@ class Hit(msgspec.Struct):
     rerank_score: float | None = None
     fused: float = 0.0
     explanation: dict[str, Any] | None = None
+    occurred_at: datetime | None = None  # when it happened or was said
+    speaker: str | None = None
+    role: str | None = None
 
 
 class Recall(msgspec.Struct):
@@ -79,6 +82,12 @@ class Memory(msgspec.Struct):
     valid_to: datetime | None = None
     document_id: UUID | None = None
     chunks: int = 0
+    occurred_at: datetime | None = None  # when it happened or was said
+    speaker: str | None = None
+    role: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 class MemoryPage(msgspec.Struct):

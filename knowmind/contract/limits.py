@@ -22,6 +22,7 @@ __all__ = [
     "MEMORY_TYPES",
     "NO_NUL",
     "PREDICATE_PATTERN",
+    "SCOPE_PATTERN",
     "STATEMENT_KINDS",
     "Aliases",
     "ClassName",
@@ -41,7 +42,10 @@ __all__ = [
     "Query",
     "Reason",
     "RelationCount",
+    "Role",
+    "ScopeId",
     "ShortText",
+    "Speaker",
     "TagList",
     "Text",
     "Title",
@@ -72,6 +76,10 @@ PREDICATE_MAX_CHARS = 60
 DESCRIPTION_MAX_CHARS = 4000
 REASON_MAX_CHARS = 2000
 MAX_TAGS = 100
+SCOPE_ID_MAX_CHARS = 200
+ROLE_MAX_CHARS = 60
+#: user, agent and session ids: no control characters (they travel in a database setting)
+SCOPE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 MAX_RELATIONS = 50
 MAX_ALIASES = 50
 
@@ -121,6 +129,11 @@ MemoryType = Literal["semantic", "episodic", "procedural", "reference"]
 TagList = Annotated[list[ShortText], Meta(max_length=MAX_TAGS)]
 Aliases = Annotated[list[Name], Meta(max_length=MAX_ALIASES)]
 RelationCount = Meta(max_length=MAX_RELATIONS)
+#: A memory's scope inside its tenant: the end user, agent or session it belongs to.
+ScopeId = Annotated[str, Meta(min_length=1, max_length=SCOPE_ID_MAX_CHARS, pattern=SCOPE_PATTERN)]
+#: Who said it (a name) and in which role (user, assistant, …).
+Speaker = Annotated[str, Meta(min_length=1, max_length=NAME_MAX_CHARS, pattern=NO_NUL)]
+Role = Annotated[str, Meta(min_length=1, max_length=ROLE_MAX_CHARS, pattern=NO_NUL)]
 
 
 def json_schema(kind: Any, description: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -84,6 +84,25 @@ _MIN_SCORE = _schema(
     default=0.0,
 )
 _MEMORY_TYPE = {"type": "string", "enum": list(c.MEMORY_TYPES), "default": "semantic"}
+
+
+def _instant(description: str) -> dict[str, Any]:
+    return {"type": "string", "format": "date-time", "description": description}
+
+
+_SCOPES = {
+    "user_id": _schema(c.ScopeId, "the end user it belongs to"),
+    "agent_id": _schema(c.ScopeId, "the agent it belongs to"),
+    "session_id": _schema(c.ScopeId, "the session it belongs to"),
+}
+#: Recall filters: one user's, agent's or session's memories, an event-time window.
+_RECALL_FILTERS = {
+    "user_id": _schema(c.ScopeId, "only this end user's memories"),
+    "agent_id": _schema(c.ScopeId, "only this agent's memories"),
+    "session_id": _schema(c.ScopeId, "only this session's memories"),
+    "occurred_after": _instant("event time at or after this ISO-8601 instant (UTC when no offset)"),
+    "occurred_before": _instant("event time before this ISO-8601 instant (UTC when no offset)"),
+}
 _NODE = "id of a memory or entity"
 
 
@@ -152,6 +171,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 "k": _K,
                 "hops": _HOPS,
                 "min_score": _MIN_SCORE,
+                **_RECALL_FILTERS,
             },
             ("query",),
         ),
@@ -172,6 +192,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 },
                 "k": _K,
                 "min_score": _MIN_SCORE,
+                **_RECALL_FILTERS,
             },
             ("query",),
         ),
@@ -180,8 +201,9 @@ SPECS: tuple[ToolSpec, ...] = (
         "knowmind_store_memory",
         "Store a memory",
         "Store a fact, event, procedure or reference (append-only; identical content is "
-        "reported as unchanged). Optional relations link the memory to named entities. "
-        "Returns the memory id. Unknown keys are ignored.",
+        "reported as unchanged). Optional relations link the memory to named entities; "
+        "occurred_at, speaker and role say when it happened and who said it; user_id, "
+        "agent_id and session_id scope it. Returns the memory id. Unknown keys are ignored.",
         _object(
             {
                 "content": _schema(c.Content, "the memory text"),
@@ -191,6 +213,12 @@ SPECS: tuple[ToolSpec, ...] = (
                 "source": _schema(c.ShortText, "where it comes from"),
                 "domain": _schema(c.ShortText, "subject area"),
                 "relations": _RELATIONS,
+                "occurred_at": _instant(
+                    "when it happened or was said (ISO 8601; UTC when no offset; default: now)"
+                ),
+                "speaker": _schema(c.Speaker, "who said it (a name)"),
+                "role": _schema(c.Role, "the speaker's role: user, assistant, …"),
+                **_SCOPES,
             },
             ("content",),
             extra_keys=True,

@@ -36,8 +36,26 @@ class Tool:
     run: Handler
 
 
+def _filters(a: Args, as_of: datetime | None = None) -> MemoryFilters:
+    """The recall tools' filters: a user, agent, session, an event-time window."""
+    return MemoryFilters(
+        as_of=as_of,
+        user_id=a.get("user_id"),
+        agent_id=a.get("agent_id"),
+        session_id=a.get("session_id"),
+        occurred_after=a.get("occurred_after"),
+        occurred_before=a.get("occurred_before"),
+    )
+
+
 async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
-    request = RecallRequest(text=a["query"], k=a["k"], hops=a["hops"], min_score=a["min_score"])
+    request = RecallRequest(
+        text=a["query"],
+        k=a["k"],
+        hops=a["hops"],
+        min_score=a["min_score"],
+        filters=_filters(a),
+    )
     outcome = await rt.recall.recall(who, request)
     return client_recall_result(outcome)
 
@@ -46,7 +64,7 @@ async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     """Without ``as_of`` the filter is "valid now" by the database's clock."""
     as_of: datetime | None = a.get("as_of")
     request = RecallRequest(
-        text=a["query"], k=a["k"], filters=MemoryFilters(as_of=as_of), min_score=a["min_score"]
+        text=a["query"], k=a["k"], filters=_filters(a, as_of), min_score=a["min_score"]
     )
     outcome = await rt.recall.recall(who, request)
     return {"as_of": as_of or datetime.now(UTC), **client_recall_result(outcome)}
@@ -61,6 +79,12 @@ async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
         source=a.get("source"),
         domain=a.get("domain"),
         relations=inline_relations(a.get("relations") or ()),
+        occurred_at=a.get("occurred_at"),
+        speaker=a.get("speaker"),
+        role=a.get("role"),
+        user_id=a.get("user_id"),
+        agent_id=a.get("agent_id"),
+        session_id=a.get("session_id"),
     )
     return remembered(await rt.memories.remember(who, draft))
 

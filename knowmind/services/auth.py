@@ -44,6 +44,9 @@ class Principal:
     client: str | None = None  # the caller's address (the forwarded one behind a trusted proxy)
     peer: str | None = None  # the address the connection came from
     forwarded: tuple[str, ...] = ()  # X-Forwarded-For as received, trusted or not
+    # a token bound to one end user of the tenant: it writes that user's memories and reads
+    # them and the tenant's shared ones (row-level security, see ``tenant_of``)
+    user_id: str | None = None
 
     @property
     def is_server_admin(self) -> bool:

@@ -23,9 +23,9 @@ from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import (
     MemoryDraft,
     MemoryService,
-    check_draft,
-    content_sha256,
+    memory_key,
     memory_values,
+    scoped_draft,
 )
 from knowmind.services.recipe import insert_memories, insert_memory
 from knowmind.store import memories as memory_store
@@ -90,13 +90,13 @@ async def remember_batch(
             results[index] = BatchItemResult(index, "error", error=item)
             continue
         try:
-            check_draft(item)
+            item = scoped_draft(who, item)
         except InvalidInputError as exc:
             results[index] = BatchItemResult(
                 index, "error", error=ItemError(exc.field, exc.message)
             )
             continue
-        pending.append(_Pending(index, item, content_sha256(item.content)))
+        pending.append(_Pending(index, item, memory_key(item)))
     async with service.db.tenant_tx(tenant) as conn:
         pending = await _relations_checked(service, conn, tenant, pending, results)
         existing = await memory_store.find_by_shas(conn, tenant, [p.sha for p in pending])

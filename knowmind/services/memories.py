@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+import msgspec
 
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
@@ -18,8 +20,17 @@ from knowmind.services.graph import InlineRelation
 from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import memories as memory_store
 from knowmind.store.rows import MemoryRow
+from knowmind.store.search import MemoryFilters, utc_instant
 
-__all__ = ["MEMORY_TYPES", "MemoryDraft", "MemoryService", "Remembered", "check_draft"]
+__all__ = [
+    "MEMORY_TYPES",
+    "MemoryDraft",
+    "MemoryService",
+    "Remembered",
+    "check_draft",
+    "memory_key",
+    "scoped_draft",
+]
 
 MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
 
@@ -34,6 +45,14 @@ class MemoryDraft:
     domain: str | None = None
     metadata: dict[str, Any] | None = None
     relations: tuple[InlineRelation, ...] = ()
+    # when it happened or was said (None: when it is stored), who said it, in which role
+    occurred_at: datetime | None = None
+    speaker: str | None = None
+    role: str | None = None
+    # scopes inside the tenant (None: shared); a user-bound token's writes get its user
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +67,38 @@ def content_sha256(content: str) -> bytes:
     return hashlib.sha256(content.encode()).digest()
 
 
+#: The draft's fields that make a memory another one than the same content without them.
+_IDENTITY = ("user_id", "agent_id", "session_id", "speaker", "role", "occurred_at")
+
+
+def memory_key(draft: MemoryDraft) -> bytes:
+    """What identifies a standalone memory for idempotent writes (``memories.content_sha256``,
+    unique among a tenant's current standalone memories): the content's SHA-256 alone, or,
+    for a memory with a scope, speaker, role or event time, the SHA-256 of the content and
+    those (the same words said by another user, in another session or at another time are
+    another memory). Content holds no NUL, so the two parts cannot run into each other."""
+    identity = [getattr(draft, name) for name in _IDENTITY]
+    if all(value is None for value in identity):
+        return content_sha256(draft.content)
+    return hashlib.sha256(draft.content.encode() + b"\x00" + msgspec.json.encode(identity)).digest()
+
+
+def scoped_draft(who: Principal, draft: MemoryDraft) -> MemoryDraft:
+    """The draft as it is written: validated (``check_draft``), its event time in UTC, and
+    through a user-bound token with that token's user whatever the draft says."""
+    check_draft(draft)
+    occurred_at = (
+        None if draft.occurred_at is None else utc_instant(draft.occurred_at, "occurred_at")
+    )
+    user_id = who.user_id if who.user_id is not None else draft.user_id
+    return replace(draft, occurred_at=occurred_at, user_id=user_id)
+
+
 class MemoryService(MemoryWriter):
     async def remember(self, who: Principal, draft: MemoryDraft) -> Remembered:
         tenant = tenant_of(who)
-        check_draft(draft)
-        sha = content_sha256(draft.content)
+        draft = scoped_draft(who, draft)
+        sha = memory_key(draft)
         existing = await self._existing(tenant, sha, draft.relations)
         if existing:
             return existing
@@ -126,6 +172,13 @@ class MemoryService(MemoryWriter):
                 if await memory_store.get_memory(conn, tenant, target_id) is None:
                     raise NotFoundError(f"memory {target_id} not found")
                 raise ConflictError(f"memory {target_id} was already superseded")
+            # the new version keeps the old one's scopes (not its speaker: it is said now)
+            scopes = MemoryDraft(
+                content=new_content,
+                user_id=old.user_id,
+                agent_id=old.agent_id,
+                session_id=old.session_id,
+            )
             stored = await insert_memory(
                 conn,
                 tenant,
@@ -137,8 +190,11 @@ class MemoryService(MemoryWriter):
                     source=old.source,
                     domain=old.domain,
                     metadata=old.metadata,
-                    sha256=content_sha256(new_content),
+                    sha256=memory_key(scopes),
                     document_id=old.document_id,
+                    user_id=old.user_id,
+                    agent_id=old.agent_id,
+                    session_id=old.session_id,
                 ),
                 language=self.language_of(who.language, new_content),
                 contents=prepared.contents,
@@ -160,12 +216,17 @@ class MemoryService(MemoryWriter):
         return row
 
     async def list_recent(
-        self, who: Principal, limit: int, cursor: str | None
+        self,
+        who: Principal,
+        limit: int,
+        cursor: str | None,
+        filters: MemoryFilters | None = None,
     ) -> tuple[list[MemoryRow], str | None]:
+        """Newest first; ``filters``: their scopes and event time only."""
         tenant = tenant_of(who)
         after = decode_cursor(cursor) if cursor else None
         async with self.db.tenant_tx(tenant) as conn:
-            rows = await memory_store.list_memories(conn, tenant, limit + 1, after)
+            rows = await memory_store.list_memories(conn, tenant, limit + 1, after, filters)
         next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
         return rows[:limit], next_cursor
 
@@ -185,6 +246,8 @@ def check_draft(draft: MemoryDraft) -> None:
         raise InvalidInputError("content", "must not be empty")
     if draft.memory_type not in MEMORY_TYPES:
         raise InvalidInputError("memory_type", f"must be one of {list(MEMORY_TYPES)}")
+    if draft.occurred_at is not None:
+        utc_instant(draft.occurred_at, "occurred_at")
 
 
 def encode_cursor(row: MemoryRow) -> str:
@@ -212,4 +275,10 @@ def memory_values(draft: MemoryDraft, sha: bytes) -> memory_store.NewMemory:
         domain=draft.domain,
         metadata=draft.metadata or {},
         sha256=sha,
+        occurred_at=draft.occurred_at,
+        speaker=draft.speaker,
+        speaker_role=draft.role,
+        user_id=draft.user_id,
+        agent_id=draft.agent_id,
+        session_id=draft.session_id,
     )

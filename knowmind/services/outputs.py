@@ -30,6 +30,7 @@ PREVIEW_CHARS = 1000
 _PREVIEW_KEYS = frozenset(
     {"id", "title", "memory_type", "tags", "source", "created_at"}
     | {"valid_from", "valid_to", "document_id", "chunks"}
+    | {"occurred_at", "speaker", "role", "user_id", "agent_id", "session_id"}
 )
 _RELATION_FIELDS = (
     "predicate",
@@ -53,9 +54,19 @@ _MEMORY_ATTRS = (
 )
 
 
+_MEMORY_EVENT_ATTRS = ("occurred_at", "speaker")
+_MEMORY_SCOPES = ("user_id", "agent_id", "session_id")
+
+
 def memory_fields(row: MemoryRow) -> dict[str, Any]:
-    """A memory as ``GET /v1/memories/{id}`` shows it."""
-    return {**_pick(row, *_MEMORY_ATTRS), "chunks": row.chunk_count}
+    """A memory as ``GET /v1/memories/{id}`` shows it (``role``: the speaker's)."""
+    return {
+        **_pick(row, *_MEMORY_ATTRS),
+        "chunks": row.chunk_count,
+        **_pick(row, *_MEMORY_EVENT_ATTRS),
+        "role": row.speaker_role,
+        **_pick(row, *_MEMORY_SCOPES),
+    }
 
 
 def memory_preview(row: MemoryRow) -> dict[str, Any]:
@@ -75,6 +86,8 @@ _HIT_ATTRS = (
     "memory_type",
     "created_at",
     "kind",
+    "occurred_at",
+    "speaker",
 )
 
 
@@ -82,6 +95,7 @@ def recall_hit(hit: RecalledMemory, *, with_stages: bool = True) -> dict[str, An
     """One recall result; ``stages`` is each stage's rank of the memory (REST shows it)."""
     fields = _pick(hit.chunk, *_HIT_ATTRS)
     fields |= {
+        "role": hit.chunk.speaker_role,
         "score": hit.score,
         "rerank_score": None if hit.rerank_score is None else round(hit.rerank_score, 6),
         "fused": hit.fused,
@@ -121,6 +135,9 @@ def client_recall_result(outcome: RecallOutcome) -> dict[str, Any]:
                 "source": hit.chunk.source,
                 "memory_type": hit.chunk.memory_type,
                 **({"type": hit.chunk.kind} if hit.chunk.kind else {}),
+                "occurred_at": hit.chunk.occurred_at,
+                **({"speaker": hit.chunk.speaker} if hit.chunk.speaker else {}),
+                **({"role": hit.chunk.speaker_role} if hit.chunk.speaker_role else {}),
             },
         }
         for hit in outcome.results

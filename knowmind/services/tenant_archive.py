@@ -40,6 +40,7 @@ from knowmind.store.archive_records import (
     Trailer,
 )
 from knowmind.store.rows import TenantRow
+from knowmind.store.search import MemoryFilters
 from knowmind.store.stats import analyze_recall_tables
 
 __all__ = ["ArchiveError", "ImportReport", "ImportTarget", "TenantArchiveService"]
@@ -80,17 +81,24 @@ class TenantArchiveService:
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
 
-    async def export(self, tenant_id: UUID, who: Principal | None) -> AsyncIterator[bytes]:
+    async def export(
+        self, tenant_id: UUID, who: Principal | None, filters: MemoryFilters | None = None
+    ) -> AsyncIterator[bytes]:
         """The archive's lines (each ending in a newline), in batches; NotFoundError at once
-        when there is no such tenant."""
+        when there is no such tenant. ``filters`` (a user, agent, session, event-time window):
+        an archive of those memories and what hangs on them only (``store.tenant_archive``)."""
         async with self.db.owner_tx() as conn:
             if await tenant_store.get_tenant(conn, tenant_id) is None:
                 raise NotFoundError(f"tenant {tenant_id} not found")
             revision = await revision_of(conn)
-        return self._lines(tenant_id, revision or "", who)
+        return self._lines(tenant_id, revision or "", who, filters)
 
     async def _lines(
-        self, tenant_id: UUID, revision: str, who: Principal | None
+        self,
+        tenant_id: UUID,
+        revision: str,
+        who: Principal | None,
+        filters: MemoryFilters | None = None,
     ) -> AsyncIterator[bytes]:
         encoder = msgspec.json.Encoder()
         counts: dict[str, int] = {}
@@ -98,11 +106,13 @@ class TenantArchiveService:
             yield encoder.encode(await _header(conn, tenant_id, revision)) + b"\n"
             for spec in KINDS:
                 counts[spec.kind] = 0
-                async for rows in archive_store.read_rows(conn, spec, EXPORT_BATCH):
+                async for rows in archive_store.read_rows(conn, spec, EXPORT_BATCH, filters):
                     counts[spec.kind] += len(rows)
                     yield _encode_lines(encoder, rows)
         async with self.db.owner_tx() as conn:
-            detail = {"format_version": FORMAT_VERSION, "counts": counts}
+            detail: dict[str, Any] = {"format_version": FORMAT_VERSION, "counts": counts}
+            if filters is not None:
+                detail["filters"] = _filter_detail(filters)
             await record(conn, who, "tenant.export", tenant_id, [tenant_id], detail)
         yield encoder.encode(Trailer(counts=counts)) + b"\n"
 
@@ -242,6 +252,14 @@ async def _header(conn: AsyncConnection, tenant_id: UUID, revision: str) -> Head
         ),
         exported_at=datetime.now(UTC),
     )
+
+
+def _filter_detail(filters: MemoryFilters) -> dict[str, Any]:
+    """A filtered export's filters as its audit entry keeps them: which scopes and times were
+    asked for (the ids are the tenant's own, not content)."""
+    names = ("user_id", "agent_id", "session_id", "occurred_after", "occurred_before")
+    values = {name: getattr(filters, name) for name in names}
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items() if v}
 
 
 def _encode_lines(encoder: msgspec.json.Encoder, rows: list[Row]) -> bytes:

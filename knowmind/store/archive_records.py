@@ -101,6 +101,13 @@ class Memory(msgspec.Struct, tag="memory", **_TAGGED):
     recorded_at: datetime
     superseded_at: datetime | None
     content_language: str | None = None  # archives written before it have none
+    # archives written before migration 0020 have none: the event time is then created_at
+    occurred_at: datetime | None = None
+    speaker: str | None = None
+    speaker_role: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 class Chunk(msgspec.Struct, tag="chunk", **_TAGGED):

@@ -26,7 +26,8 @@ class CandidateFacts:
 
 _FACTS = (
     "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
-    "m.created_at, c.kind, m.content_language, {cosine} AS cosine, "
+    "m.created_at, c.kind, m.occurred_at, m.speaker, m.speaker_role, m.content_language, "
+    "{cosine} AS cosine, "
     "ARRAY(SELECT l FROM unnest(tsvector_to_array(c.tsv)) AS l "
     "WHERE l = ANY(CAST(:lexemes AS text[]))) AS matched "
     "FROM chunks c JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "

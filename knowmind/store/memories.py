@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.store.rows import MemoryRow, MemoryValues
 from knowmind.store.scalars import maybe_id
+from knowmind.store.search import MemoryFilters
 
 __all__ = [
     "InsertedMemory",
@@ -34,7 +35,8 @@ __all__ = [
 
 _MEMORY_COLUMNS = (
     "m.id, m.title, m.content, m.memory_type, m.tags, m.source, m.domain, m.metadata, "
-    "m.created_at, m.valid_from, m.valid_to, m.document_id, m.recorded_at, m.superseded_at"
+    "m.created_at, m.valid_from, m.valid_to, m.document_id, m.recorded_at, m.superseded_at, "
+    "m.occurred_at, m.speaker, m.speaker_role, m.user_id, m.agent_id, m.session_id"
 )
 
 
@@ -97,21 +99,25 @@ async def chunk_counts(
 _INSERT_MEMORIES = text(
     "WITH i AS (SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS x (n integer, "
     "title text, content text, memory_type text, tags text[], source text, domain text, "
-    "metadata jsonb, sha256 text, document_id uuid, language text, content_language text)), "
+    "metadata jsonb, sha256 text, document_id uuid, language text, content_language text, "
+    "occurred_at timestamptz, speaker text, speaker_role text, user_id text, agent_id text, "
+    "session_id text)), "
     "m AS (INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
-    "metadata, content_sha256, document_id, content_language) SELECT :tenant, i.title, "
+    "metadata, content_sha256, document_id, content_language, occurred_at, speaker, "
+    "speaker_role, user_id, agent_id, session_id) SELECT :tenant, i.title, "
     "i.content, i.memory_type, i.tags, i.source, i.domain, i.metadata, decode(i.sha256, 'hex'), "
-    "i.document_id, i.content_language "
+    "i.document_id, i.content_language, i.occurred_at, i.speaker, i.speaker_role, i.user_id, "
+    "i.agent_id, i.session_id "
     "FROM i ORDER BY i.n "
     "ON CONFLICT (tenant_id, content_sha256) "
     "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
     "RETURNING id, content_sha256), "
-    "mi AS (SELECT i.n, i.title, i.language, m.id FROM m "
+    "mi AS (SELECT i.n, i.title, i.language, i.user_id, m.id FROM m "
     "JOIN i ON decode(i.sha256, 'hex') = m.content_sha256), "
     "c AS (INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, "
-    "embedding, kind) SELECT :tenant, mi.id, x.ordinal, x.content, mi.title, "
+    "embedding, kind, user_id) SELECT :tenant, mi.id, x.ordinal, x.content, mi.title, "
     "CAST(mi.language AS regconfig), "
-    "(CAST(:vectors AS real[]))[(x.g - 1) * :dim + 1 : x.g * :dim], x.kind "
+    "(CAST(:vectors AS real[]))[(x.g - 1) * :dim + 1 : x.g * :dim], x.kind, mi.user_id "
     "FROM unnest(CAST(:chunk_of AS integer[]), CAST(:ordinals AS integer[]), "
     "CAST(:contents AS text[]), CAST(:kinds AS text[])) "
     "WITH ORDINALITY AS x (n, ordinal, content, kind, g) JOIN mi ON mi.n = x.n "
@@ -225,10 +231,13 @@ async def list_memories(
     tenant_id: UUID,
     limit: int,
     after: tuple[datetime, UUID] | None = None,
+    filters: MemoryFilters | None = None,
 ) -> list[MemoryRow]:
-    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page."""
-    where = "m.tenant_id = :tenant"
-    params: dict[str, Any] = {"tenant": tenant_id, "limit": limit}
+    """Newest first; ``after`` is the (created_at, id) of the last row of the previous page;
+    ``filters``: their scopes and event time (``MemoryFilters.scope_sql``)."""
+    scope, params = filters.scope_sql() if filters else ("", {})
+    where = "m.tenant_id = :tenant" + scope
+    params |= {"tenant": tenant_id, "limit": limit}
     if after is not None:
         where += " AND (m.created_at, m.id) < (:after_ts, :after_id)"
         params.update(after_ts=after[0], after_id=after[1])

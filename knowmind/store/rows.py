@@ -37,6 +37,14 @@ class MemoryValues(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None
     domain: str | None
     metadata: dict[str, Any]
+    # when it happened or was said (None when written: the row's created_at), who said it and
+    # in which role, and its scopes inside the tenant (None: shared)
+    occurred_at: datetime | None = None
+    speaker: str | None = None
+    speaker_role: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 class MemoryRow(MemoryValues, frozen=True, kw_only=True):
@@ -61,3 +69,6 @@ class ChunkHit(msgspec.Struct, frozen=True):
     memory_type: str
     created_at: datetime
     kind: str | None = None  # a tagged statement's kind (contract.limits.STATEMENT_KINDS)
+    occurred_at: datetime | None = None  # the memory's event time
+    speaker: str | None = None
+    speaker_role: str | None = None

@@ -18,6 +18,7 @@ __all__ = [
     "fetch_chunks",
     "first_chunks",
     "memories_mentioning",
+    "utc_instant",
 ]
 
 
@@ -34,22 +35,19 @@ class MemoryFilters:
     document_id: UUID | None = None
     as_of: datetime | None = None
     known_at: datetime | None = None
+    # scopes inside the tenant (a memory of exactly this user, agent, session) and the event
+    # time: occurred_after <= occurred_at < occurred_before
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
 
     def __post_init__(self) -> None:
-        # One rule for every caller (REST, MCP): a time without a zone is UTC, and it must
-        # be an instant the database can hold (year 1 to 9999 in UTC: "9999-12-31T23:59-14:00"
-        # is in year 10000 there).
-        for name in ("as_of", "known_at"):
+        for name in ("as_of", "known_at", "occurred_after", "occurred_before"):
             moment = getattr(self, name)
-            if moment is None:
-                continue
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            try:
-                moment = moment.astimezone(UTC)
-            except OverflowError:
-                raise InvalidInputError(name, "outside the years 1 to 9999 in UTC") from None
-            object.__setattr__(self, name, moment)
+            if moment is not None:
+                object.__setattr__(self, name, utc_instant(moment, name))
 
     def sql(self) -> tuple[str, dict[str, Any]]:
         """AND-clauses on the memories alias ``m`` and their parameters."""
@@ -77,7 +75,38 @@ class MemoryFilters:
         if self.tags:
             clauses.append("m.tags @> CAST(:f_tags AS text[])")
             params["f_tags"] = self.tags
+        scope, scope_params = self.scope_sql()
+        return "".join(f" AND {c}" for c in clauses) + scope, params | scope_params
+
+    def scope_sql(self) -> tuple[str, dict[str, Any]]:
+        """AND-clauses of the scopes and the event time alone (lists and exports, which show
+        every memory, current or not), on the memories alias ``m``."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        for column in ("user_id", "agent_id", "session_id"):
+            value = getattr(self, column)
+            if value is not None:
+                clauses.append(f"m.{column} = :f_{column}")
+                params[f"f_{column}"] = value
+        if self.occurred_after is not None:
+            clauses.append("m.occurred_at >= :f_occurred_after")
+            params["f_occurred_after"] = self.occurred_after
+        if self.occurred_before is not None:
+            clauses.append("m.occurred_at < :f_occurred_before")
+            params["f_occurred_before"] = self.occurred_before
         return "".join(f" AND {c}" for c in clauses), params
+
+
+def utc_instant(moment: datetime, name: str) -> datetime:
+    """One rule for every caller (REST, MCP): a time without a zone is UTC, and it must be an
+    instant the database can hold (year 1 to 9999 in UTC: "9999-12-31T23:59-14:00" is in year
+    10000 there); 422 naming ``name`` otherwise."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(name, "outside the years 1 to 9999 in UTC") from None
 
 
 async def fetch_chunks(conn: Conn, tenant_id: UUID, chunk_ids: list[UUID]) -> dict[UUID, ChunkHit]:
@@ -87,7 +116,8 @@ async def fetch_chunks(conn: Conn, tenant_id: UUID, chunk_ids: list[UUID]) -> di
         conn,
         (
             "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
-            "m.created_at, c.kind FROM chunks c JOIN memories m "
+            "m.created_at, c.kind, m.occurred_at, m.speaker, m.speaker_role FROM chunks c "
+            "JOIN memories m "
             "ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
             "WHERE c.tenant_id = :tenant AND c.id = ANY(:ids)"
         ),

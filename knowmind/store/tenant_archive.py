@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
 
 from knowmind.store.archive_records import KINDS, KindSpec, Row
+from knowmind.store.search import MemoryFilters
 
 __all__ = [
     "insert_rows",
@@ -31,12 +32,64 @@ __all__ = [
 _BIND_TYPES: dict[str, Any] = {"embedding": Vector(), "metadata": JSONB, "properties": JSONB}
 
 
-def _select(spec: KindSpec) -> TextClause:
+def _select(spec: KindSpec, where: str = "") -> TextClause:
     columns = ", ".join(f"{spec.read[c]} AS {c}" if c in spec.read else c for c in spec.columns)
     # tenant_id = the session's tenant: the policy says the same; the index needs it said
     return text(
         f"SELECT {columns} FROM {spec.table} "
-        f"WHERE tenant_id = knowmind_current_tenant() ORDER BY {spec.order_by}"
+        f"WHERE tenant_id = knowmind_current_tenant(){where} ORDER BY {spec.order_by}"
+    )
+
+
+# A filtered archive (the memories of one user, agent, session or event-time window) holds
+# those memories and what hangs on them alone: their chunks and mentions, their documents and
+# those documents' summaries, the edges that touch or were drawn by them and none else, the
+# entities those mentions and edges name, and the tenant's catalogue; no conversations.
+_KEPT = "SELECT m.id FROM memories m WHERE m.tenant_id = knowmind_current_tenant(){scope}"
+_KEPT_EDGE = (
+    "(from_kind <> 'memory' OR from_id IN ({kept})) AND (to_kind <> 'memory' OR to_id IN "
+    "({kept})) AND (properties->>'source_memory_id' IS NULL OR properties->>'source_memory_id' "
+    "IN (SELECT CAST(k.id AS text) FROM ({kept}) AS k)) AND (from_kind = 'memory' "
+    "OR to_kind = 'memory' OR properties->>'source_memory_id' IS NOT NULL)"
+)
+_KEPT_ENTITIES = (
+    "SELECT entity_id FROM mentions WHERE tenant_id = knowmind_current_tenant() "
+    "AND memory_id IN ({kept}) UNION SELECT from_id FROM edges "
+    "WHERE tenant_id = knowmind_current_tenant() AND from_kind = 'entity' AND {edge} "
+    "UNION SELECT to_id FROM edges WHERE tenant_id = knowmind_current_tenant() "
+    "AND to_kind = 'entity' AND {edge}"
+)
+_KEPT_DOCUMENTS = (
+    "SELECT m.document_id FROM memories m WHERE m.tenant_id = knowmind_current_tenant()"
+    "{scope} AND m.document_id IS NOT NULL"
+)
+_FILTERED = {
+    "memory": "id IN ({kept})",
+    "chunk": "memory_id IN ({kept})",
+    "mention": "memory_id IN ({kept})",
+    "document": "id IN ({documents})",
+    "summary_node": "document_id IN ({documents})",
+    "edge": "{edge}",
+    "entity": "id IN ({entities})",
+    "entity_name": "entity_id IN ({entities})",
+    "conversation": "false",
+    "conversation_turn": "false",
+}
+
+
+def _filtered(kind: str, scope: str) -> str:
+    """The AND-clause keeping a filtered archive's rows of ``kind`` (``scope``: the memories'
+    clauses on the alias ``m``, ``MemoryFilters.scope_sql``)."""
+    clause = _FILTERED.get(kind)
+    if clause is None:
+        return ""
+    kept = _KEPT.format(scope=scope)
+    edge = _KEPT_EDGE.format(kept=kept)
+    return " AND " + clause.format(
+        kept=kept,
+        edge=edge,
+        entities=_KEPT_ENTITIES.format(kept=kept, edge=edge),
+        documents=_KEPT_DOCUMENTS.format(scope=scope),
     )
 
 
@@ -48,9 +101,17 @@ def _record(spec: KindSpec, row: RowMapping) -> Row:
     return record
 
 
-async def read_rows(conn: AsyncConnection, spec: KindSpec, batch: int) -> AsyncIterator[list[Row]]:
-    """The session tenant's rows of one kind, ``batch`` at a time (server-side cursor)."""
-    result = await conn.stream(_select(spec))
+async def read_rows(
+    conn: AsyncConnection,
+    spec: KindSpec,
+    batch: int,
+    filters: MemoryFilters | None = None,
+) -> AsyncIterator[list[Row]]:
+    """The session tenant's rows of one kind, ``batch`` at a time (server-side cursor);
+    with ``filters`` (their scopes and event time), those of a filtered archive."""
+    scope, params = filters.scope_sql() if filters is not None else ("", {})
+    where = _filtered(spec.kind, scope) if filters is not None else ""
+    result = await conn.stream(_select(spec, where), params)
     async for part in result.mappings().partitions(batch):
         yield [_record(spec, row) for row in part]
 

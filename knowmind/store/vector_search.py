@@ -24,10 +24,10 @@ The HNSW paths use iterative scans, so filters keep the scan going until ``limit
 With only the time predicates and the memory type (filters most rows pass) the planner is told
 not to sort and not to scan tables (``enable_sort``, ``enable_seqscan`` off), so a misestimate
 of a time predicate cannot turn the index walk into a scan; with selective filters (tags,
-source, domain, document) the planner chooses between the index and filtering first. These
-settings (``db.reader.NEAREST_SESSION``) are the session's own on the vector stage's sessions
-(``Database.read(…, nearest=True)``: no BEGIN/COMMIT round trips), else they are set for the
-statement's transaction.
+source, domain, document, a user, agent or session, an event-time window) the planner chooses
+between the index and filtering first. These settings (``db.reader.NEAREST_SESSION``) are the
+session's own on the vector stage's sessions (``Database.read(…, nearest=True)``: no
+BEGIN/COMMIT round trips), else they are set for the statement's transaction.
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ DEFAULT_EXACT_MAX_ROWS = 2000
 DEFAULT_EF_SEARCH = 200
 # A tenant's own index (m 24, see store.tenant_index) reaches recall@10 ≥ 0.95 at half that.
 DEFAULT_TENANT_EF_SEARCH = 100
-_SELECTIVE_FILTERS = ("tags", "source", "domain", "document_id")
+_SELECTIVE_FILTERS = (
+    *("tags", "source", "domain", "document_id"),
+    *("user_id", "agent_id", "session_id", "occurred_after", "occurred_before"),
+)
 
 # the tenant's rows counted up to :cap, and its own index when complete and usable: NULL when
 # there is none, true when it indexes an expression (the halfvec cast), false for the column

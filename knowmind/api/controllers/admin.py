@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -11,11 +12,12 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut
+from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut, scope_parameter
 from knowmind.runtime import Runtime
 from knowmind.services.auth import SERVER_ADMIN, Principal
 from knowmind.store.audit import AuditRow
 from knowmind.store.rows import TenantRow
+from knowmind.store.search import MemoryFilters
 
 __all__ = ["AdminController"]
 
@@ -82,13 +84,40 @@ class AdminController(Controller):
         opt={"errors": (404,)},
     )
     async def export_tenant(
-        self, tenant_id: FromPath[UUID], runtime: NamedDependency[Runtime], principal: Who
+        self,
+        tenant_id: FromPath[UUID],
+        runtime: NamedDependency[Runtime],
+        principal: Who,
+        user_id: Annotated[str | None, scope_parameter("of this end user")] = None,
+        agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
+        session_id: Annotated[str | None, scope_parameter("of this session")] = None,
+        occurred_after: Annotated[
+            datetime | None, QueryParameter(description="event time at or after this instant")
+        ] = None,
+        occurred_before: Annotated[
+            datetime | None, QueryParameter(description="event time before this instant")
+        ] = None,
     ) -> Stream:
         """The tenant as a JSON Lines archive (``knowmind.tenant-export`` version 1): a header,
         one line per row (memories, documents, chunks with their vectors, entities, mentions,
         edges, summaries, ontology, conversations), then a trailer with the count of each
-        kind. One consistent snapshot; no tokens. ``knowmind tenant import`` restores it."""
-        lines = await runtime.tenant_archive.export(tenant_id, principal)
+        kind. One consistent snapshot; no tokens. ``knowmind tenant import`` restores it.
+
+        With a filter (one end user's memories, an agent's, a session's, an event-time
+        window), the archive holds those memories and only what hangs on them: their chunks,
+        mentions, documents, the edges touching or drawn by them and the entities these name
+        (a data-portability request of one user)."""
+        named = (user_id, agent_id, session_id, occurred_after, occurred_before)
+        filters = None
+        if any(value is not None for value in named):
+            filters = MemoryFilters(
+                user_id=user_id,
+                agent_id=agent_id,
+                session_id=session_id,
+                occurred_after=occurred_after,
+                occurred_before=occurred_before,
+            )
+        lines = await runtime.tenant_archive.export(tenant_id, principal, filters)
         filename = f"knowmind-tenant-{tenant_id}.jsonl"
         return Stream(
             lines,

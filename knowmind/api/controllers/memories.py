@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -19,11 +20,13 @@ from knowmind.api.schemas import (
     RememberOut,
     SupersedeIn,
     memory_draft,
+    scope_parameter,
 )
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.outputs import memory_fields, remembered
 from knowmind.store.rows import MemoryRow
+from knowmind.store.search import MemoryFilters
 
 __all__ = ["MemoryController"]
 
@@ -78,8 +81,26 @@ class MemoryController(Controller):
         principal: NamedDependency[Principal],
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 20,
         cursor: Annotated[str | None, QueryParameter(max_length=200)] = None,
+        user_id: Annotated[str | None, scope_parameter("of this end user")] = None,
+        agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
+        session_id: Annotated[str | None, scope_parameter("of this session")] = None,
+        occurred_after: Annotated[
+            datetime | None, QueryParameter(description="event time at or after this instant")
+        ] = None,
+        occurred_before: Annotated[
+            datetime | None, QueryParameter(description="event time before this instant")
+        ] = None,
     ) -> MemoryList:
-        rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor)
+        """Newest stored first; the filters keep the memories of one user, agent or session,
+        or of an event-time window (ISO 8601, UTC when no offset)."""
+        filters = MemoryFilters(
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        )
+        rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor, filters)
         return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)
 
     @get("/{memory_id:uuid}/history", opt={"scope": "read"})
