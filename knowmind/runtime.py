@@ -215,6 +215,7 @@ class Runtime:
                 SUMMARY_TREE_JOB: SummaryTreeJob(db, executor, answers.tenant_model),
             },
             poll_seconds=settings.ingest.job_poll_seconds,
+            long_kinds=(INGEST_DOCUMENT_JOB, SUMMARY_TREE_JOB),  # a lane of their own
         )
         documents.on_job_enqueued = worker.wake
         tasks: list[asyncio.Task[None]] = []
@@ -254,7 +255,12 @@ class Runtime:
             jobs=JobService(db, settings.ingest.wait_timeout_seconds),
             job_worker=worker,
             documents=documents,
-            erasure=ErasureService(db, graph, mirror_enabled=bool(settings.graph.neo4j_url)),
+            erasure=ErasureService(
+                db,
+                graph,
+                mirror_enabled=bool(settings.graph.neo4j_url),
+                on_jobs_cancelled=worker.cancel,  # the jobs it erases stop at once
+            ),
             audit=AuditService(db),
             tenant_archive=TenantArchiveService(db, embedder.model_id, embedder.dim),
             supervisor=DatabaseSupervisor(db, embedded),

@@ -412,7 +412,25 @@ class IngestSettings:
         },
     )
     wait_timeout_seconds: float = field(
-        default=30.0, metadata={"doc": "Longest `?wait=true` waits for extraction"}
+        default=10.0,
+        metadata={
+            "doc": "Longest `POST /v1/memories?wait=true` waits for extraction; then it answers "
+            "with `job.status` still `pending` or `running` (poll `GET /v1/jobs/{id}`)"
+        },
+    )
+    job_queue_bytes_per_tenant: int = field(
+        default=64 * 1024 * 1024,
+        metadata={
+            "doc": "Payload bytes (large documents' text) a tenant's waiting and running "
+            "background jobs may hold; a write beyond answers 429 with Retry-After (0: no limit)"
+        },
+    )
+    job_queue_jobs_per_tenant: int = field(
+        default=1000,
+        metadata={
+            "doc": "Background jobs a tenant may have waiting or running (each write queues its "
+            "extraction); a write beyond answers 429 with Retry-After (0: no limit)"
+        },
     )
     bm25_memory_language: str = field(
         default="on",
@@ -509,6 +527,9 @@ class Settings:
             (self.recall, "vector_tenant_index_min_rows"),
             (self.recall, "recall_concurrency"),
             (self.models, "llm_retries"),
+            (ingest, "wait_timeout_seconds"),
+            (ingest, "job_queue_bytes_per_tenant"),
+            (ingest, "job_queue_jobs_per_tenant"),
         ):
             if getattr(group, name) < 0:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be ≥ 0")

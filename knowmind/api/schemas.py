@@ -171,6 +171,8 @@ class JobOut(Struct):
     result: dict[str, Any] | None
     created_at: datetime
     finished_at: datetime | None
+    # a job that runs in steps (a large document): how far it has come, e.g. chunks embedded
+    progress: dict[str, Any] | None = None
 
 
 class RememberOut(Struct):

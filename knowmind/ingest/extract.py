@@ -22,9 +22,10 @@ from knowmind.linking.names import normalise_name
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
 from knowmind.store import memories as memory_store
+from knowmind.store.jobs import JobRow, JobStep
 from knowmind.store.tenants import tenant_language
 
-__all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "Extraction", "build_recognisers"]
+__all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "STEP_CHUNKS", "Extraction", "build_recognisers"]
 
 EXTRACT_JOB = "extract_mentions"
 AVAILABLE_EXTRACTORS = ("gazetteer", "ner", "llm")
@@ -42,9 +43,16 @@ def build_recognisers(extractors: list[str], language: str) -> list[Recogniser]:
     return recognisers
 
 
+# Chunks scanned per step of a job: a large document's extraction takes turns with the other
+# tenants' jobs between steps (well under a second each on a small host).
+STEP_CHUNKS = 32
+_NO_COUNTS = {"gazetteer": 0, "ner": 0, "entities_created": 0, "spans_skipped": 0}
+
+
 @dataclass(slots=True)
 class Extraction:
-    """The job handler: ``await Extraction(db, extractors)(tenant_id, payload)``."""
+    """The job handler: ``await Extraction(db, extractors)(tenant_id, payload)`` runs it all at
+    once; the worker runs it in steps of ``STEP_CHUNKS`` chunks (``step``)."""
 
     db: Database
     extractors: list[str]
@@ -53,56 +61,102 @@ class Extraction:
     async def __call__(self, tenant_id: UUID, payload: dict[str, Any]) -> dict[str, Any]:
         memory_id = UUID(payload["memory_id"])
         async with self.db.tenant_tx(tenant_id) as conn:
-            language = await tenant_language(conn, tenant_id)
-            chunks: list[tuple[UUID | None, str]] = list(
-                await memory_store.chunk_texts(conn, tenant_id, memory_id)
-            )
+            language, chunks = await self._chunks(conn, tenant_id, memory_id)
             if not chunks:
                 return {"skipped": "memory no longer exists"}
-            title = await memory_store.memory_title(conn, tenant_id, memory_id)
-            if title:  # the title is scanned too (last: a mention in the text wins)
-                chunks = [*chunks, (None, title)]
-            mentions: list[tuple[Any, ...]] = []
-            counts = {"gazetteer": 0, "ner": 0, "entities_created": 0, "spans_skipped": 0}
+            counts = dict(_NO_COUNTS)
             recognisers = build_recognisers(self.extractors, language or "")
-            for chunk_id, content in chunks:
-                if "gazetteer" in self.extractors:
-                    for hit in await find_known_entities(conn, tenant_id, content):
-                        mentions.append(
-                            (
-                                memory_id,
-                                chunk_id,
-                                hit.entity_id,
-                                "gazetteer",
-                                0.9,
-                                hit.start,
-                                hit.end,
-                            )
-                        )
-                        counts["gazetteer"] += 1
-                for recogniser in recognisers:
-                    for span in recogniser.find(content):
-                        if not _nameable(span.text):
-                            counts["spans_skipped"] += 1
-                            continue
-                        entity_id, created = await _candidate(conn, tenant_id, span)
-                        counts["entities_created"] += created
-                        mentions.append(
-                            (
-                                memory_id,
-                                chunk_id,
-                                entity_id,
-                                "ner",
-                                span.confidence,
-                                span.start,
-                                span.end,
-                            )
-                        )
-                        counts["ner"] += 1
-            await edge_store.insert_mentions(conn, tenant_id, mentions)
+            await self._scan(conn, tenant_id, memory_id, chunks, recognisers, counts)
         if "llm" in self.extractors and self.llm_graph is not None:
             return counts | await self.llm_graph(tenant_id, memory_id)
         return counts
+
+    async def step(self, job: JobRow, state: dict[str, Any]) -> JobStep:
+        """Scan the next ``STEP_CHUNKS`` chunks (the mentions of each step committed with it;
+        a step repeated after a takeover adds nothing twice: mentions are unique per memory,
+        entity and method), then the LLM graph extractor as a step of its own."""
+        tenant_id, memory_id = job.tenant_id, UUID(job.payload["memory_id"])
+        if "chunks" not in state:  # this job's first step in this process
+            progress = job.progress or {}
+            state["next"] = int(progress.get("next_chunk", 0))
+            state["counts"] = dict(_NO_COUNTS) | dict(progress.get("counts") or {})
+            async with self.db.tenant_tx(tenant_id) as conn:
+                language, state["chunks"] = await self._chunks(conn, tenant_id, memory_id)
+            state["recognisers"] = build_recognisers(self.extractors, language or "")
+        chunks: list[tuple[UUID | None, str]] = state["chunks"]
+        counts: dict[str, Any] = state["counts"]
+        if not chunks:
+            return JobStep(done=True, result={"skipped": "memory no longer exists"})
+        start = state["next"]
+        if start < len(chunks):
+            end = min(len(chunks), start + STEP_CHUNKS)
+            async with self.db.tenant_tx(tenant_id) as conn:
+                await self._scan(
+                    conn, tenant_id, memory_id, chunks[start:end], state["recognisers"], counts
+                )
+            state["next"] = end
+            llm_left = "llm" in self.extractors and self.llm_graph is not None
+            if end < len(chunks) or llm_left:
+                progress = {"chunks": len(chunks), "next_chunk": end, "counts": counts}
+                return JobStep(done=False, progress=progress)
+            return JobStep(done=True, result=counts)
+        assert self.llm_graph is not None  # all scanned: the LLM graph extractor is left
+        return JobStep(done=True, result=counts | await self.llm_graph(tenant_id, memory_id))
+
+    @staticmethod
+    async def _chunks(
+        conn: AsyncConnection, tenant_id: UUID, memory_id: UUID
+    ) -> tuple[str | None, list[tuple[UUID | None, str]]]:
+        """The tenant's language, and the memory's chunks to scan (none: it is gone)."""
+        language = await tenant_language(conn, tenant_id)
+        chunks: list[tuple[UUID | None, str]] = list(
+            await memory_store.chunk_texts(conn, tenant_id, memory_id)
+        )
+        if not chunks:
+            return language, []
+        title = await memory_store.memory_title(conn, tenant_id, memory_id)
+        if title:  # the title is scanned too (last: a mention in the text wins)
+            chunks = [*chunks, (None, title)]
+        return language, chunks
+
+    async def _scan(
+        self,
+        conn: AsyncConnection,
+        tenant_id: UUID,
+        memory_id: UUID,
+        chunks: list[tuple[UUID | None, str]],
+        recognisers: list[Recogniser],
+        counts: dict[str, Any],
+    ) -> None:
+        """Find and store the chunks' mentions, adding to ``counts``."""
+        mentions: list[tuple[Any, ...]] = []
+        for chunk_id, content in chunks:
+            if "gazetteer" in self.extractors:
+                for hit in await find_known_entities(conn, tenant_id, content):
+                    mentions.append(
+                        (memory_id, chunk_id, hit.entity_id, "gazetteer", 0.9, hit.start, hit.end)
+                    )
+                    counts["gazetteer"] += 1
+            for recogniser in recognisers:
+                for span in recogniser.find(content):
+                    if not _nameable(span.text):
+                        counts["spans_skipped"] += 1
+                        continue
+                    entity_id, created = await _candidate(conn, tenant_id, span)
+                    counts["entities_created"] += created
+                    mentions.append(
+                        (
+                            memory_id,
+                            chunk_id,
+                            entity_id,
+                            "ner",
+                            span.confidence,
+                            span.start,
+                            span.end,
+                        )
+                    )
+                    counts["ner"] += 1
+        await edge_store.insert_mentions(conn, tenant_id, mentions)
 
 
 def _nameable(text: str) -> bool:

@@ -101,6 +101,11 @@ async def remember_batch(
         pending = await _relations_checked(service, conn, tenant, pending, results)
         existing = await memory_store.find_by_shas(conn, tenant, [p.sha for p in pending])
         counts = await memory_store.chunk_counts(conn, tenant, list(existing.values()))
+        # the batch as a whole, before anything is embedded: its groups are written in
+        # transactions of their own, and none of them is refused half-way
+        new_jobs = len({p.sha for p in pending if p.sha not in existing})
+        if new_jobs:
+            await service.quota.check(conn, tenant, jobs=new_jobs)
     new = [p for p in pending if p.sha not in existing]
     for p in pending:
         if p.sha in existing:

@@ -31,6 +31,7 @@ __all__ = [
     "SUMMARY_TREE_JOB",
     "ClientChunk",
     "DocumentDraft",
+    "DocumentPlan",
     "DocumentResult",
     "DocumentService",
     "document_payload",
@@ -111,16 +112,15 @@ class DocumentService(MemoryWriter):
         since (``base_version``: the version it was accepted against; 0 = none) — then it
         answers ``superseded`` and stores nothing: the newer upload wins."""
         tenant = tenant_of(who)
-        if not draft.content.strip():
-            raise InvalidInputError("content", "must not be empty")
-        if draft.title is not None and not draft.title.strip():
-            raise InvalidInputError("title", "must not be blank")
-        title = (draft.title or _title_from(draft.content)).strip()
-        norm_title = normalise_name(title) or title.lower()
-        sha = content_sha256(draft.content)
+        title, norm_title, sha = _identity(draft)
+        # a document that will surely be handed to a job: its bytes count for the quota now
+        queued = background and not draft.chunks and self._surely_large(draft)
         async with self.db.tenant_tx(tenant) as conn:  # stored already: nothing to embed
             await self.graph.check_inline_relations(conn, tenant, draft.relations)
             unchanged = await self._unchanged(conn, tenant, draft, norm_title, title, sha)
+            if unchanged is None:  # refused before any work when the queue is at its quota
+                size = len(draft.content.encode()) if queued else 0
+                await self.quota.check(conn, tenant, payload_bytes=size)
         if unchanged is not None:
             return unchanged
         if background and not draft.chunks:  # client chunks: a knowmind upload, stored now
@@ -128,6 +128,63 @@ class DocumentService(MemoryWriter):
             if 0 < self.ingest.async_document_chunks < len(contents):
                 return await self._accept(who, draft, norm_title, len(contents))
         chunks = await self._chunks(draft, title, str(tenant))
+        return await self._store(
+            who, draft, (title, norm_title, sha), chunks, base_version, check_quota=True
+        )
+
+    async def plan_job(
+        self, who: Principal, draft: DocumentDraft, base_version: int | None
+    ) -> DocumentPlan | DocumentResult:
+        """A document job's first step: what ``upload`` checks before embedding, and the
+        chunks to embed; a result instead when nothing is left to do (stored already, or the
+        document changed since the job was accepted: ``superseded``)."""
+        tenant = tenant_of(who)
+        title, norm_title, sha = _identity(draft)
+        async with self.db.tenant_tx(tenant) as conn:
+            unchanged = await self._unchanged(conn, tenant, draft, norm_title, title, sha)
+            if unchanged is not None:
+                return unchanged
+            existing = await self._existing(conn, tenant, draft, norm_title, lock=False)
+        if base_version is not None and (existing.version if existing else 0) != base_version:
+            return DocumentResult(existing.id if existing else None, None, 0, "superseded")
+        contents = self._server_chunks(draft)
+        texts = [passage_text(title, c) for c in contents]
+        return DocumentPlan(draft, (title, norm_title, sha), contents, texts)
+
+    async def store_job(
+        self,
+        who: Principal,
+        plan: DocumentPlan,
+        embeddings: np.ndarray,
+        base_version: int | None,
+    ) -> DocumentResult:
+        """A document job's last step: the planned chunks with the embeddings its steps made,
+        stored as ``upload`` stores a document (one transaction). Not checked against the
+        tenant's quota: the job was, when it was accepted."""
+        chunks = _Chunks(plan.contents, embeddings, [None] * len(plan.contents), "server")
+        return await self._store(
+            who, plan.draft, plan.identity, chunks, base_version, check_quota=False
+        )
+
+    def _surely_large(self, draft: DocumentDraft) -> bool:
+        """Whether the content is so long that it will be more than ``async_document_chunks``
+        chunks (each holds at most about ``chunk_target_chars``)."""
+        limit = self.ingest.async_document_chunks
+        return limit > 0 and len(draft.content) > 2 * limit * self.ingest.chunk_target_chars
+
+    async def _store(
+        self,
+        who: Principal,
+        draft: DocumentDraft,
+        identity: tuple[str, str, bytes],
+        chunks: _Chunks,
+        base_version: int | None,
+        *,
+        check_quota: bool,
+    ) -> DocumentResult:
+        """The write of ``upload``: the document, its memory and chunks, in one transaction."""
+        tenant = tenant_of(who)
+        title, norm_title, sha = identity
         async with self.db.tenant_tx(tenant, write=True) as conn:
             existing = await self._existing(conn, tenant, draft, norm_title, lock=True)
             current = existing.version if existing else 0
@@ -161,6 +218,8 @@ class DocumentService(MemoryWriter):
             )
             assert stored is not None  # document memories are not deduplicated by sha
             tree_job, tree_note = await self._tree(conn, who, document_id, draft, existing)
+            if check_quota:  # its extraction (and tree) job: within the quota, or undone
+                await self.quota.check(conn, tenant, jobs=1 + bool(tree_job), written=True)
         self.on_job_enqueued()
         status = "replaced" if existing else "created"
         note = self._refusal(draft)
@@ -286,7 +345,11 @@ class DocumentService(MemoryWriter):
             existing = await self._existing(conn, tenant, draft, norm_title, lock=False)
             payload = document_payload(draft, who.language)
             payload["base_version"] = existing.version if existing else 0
+            if existing is not None:  # erasing that document cancels the job
+                payload["document_id"] = str(existing.id)
             job_id = await job_store.enqueue_job(conn, tenant, INGEST_DOCUMENT_JOB, payload)
+            size = job_store.payload_size(payload)
+            await self.quota.check(conn, tenant, payload_bytes=size, written=True)
         self.on_job_enqueued()
         return DocumentResult(None, None, chunks, "accepted", job_id)
 
@@ -338,6 +401,27 @@ class DocumentService(MemoryWriter):
         texts = [passage_text(title, c) for c in contents]
         vectors = await self.embedder.embed_passages(texts, owner)
         return _Chunks(contents, vectors, kinds, "server")
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPlan:
+    """What a document job stores: the draft, its (title, normalised title, sha256), its
+    chunks and the passage texts their embeddings are made of."""
+
+    draft: DocumentDraft
+    identity: tuple[str, str, bytes]
+    contents: list[str]
+    texts: list[str]
+
+
+def _identity(draft: DocumentDraft) -> tuple[str, str, bytes]:
+    """The draft checked: its title (given or from the content), normalised title, sha256."""
+    if not draft.content.strip():
+        raise InvalidInputError("content", "must not be empty")
+    if draft.title is not None and not draft.title.strip():
+        raise InvalidInputError("title", "must not be blank")
+    title = (draft.title or _title_from(draft.content)).strip()
+    return title, normalise_name(title) or title.lower(), content_sha256(draft.content)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ transaction and the mirror worker removes the nodes and relationships from Neo4j
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 from uuid import UUID
 
@@ -25,48 +26,79 @@ from knowmind.store.outbox import count_outbox_rows, discard_tenant_outbox
 from knowmind.store.tenant_index import drop_tenant_index
 from knowmind.store.tenants import tenant_exists
 
-__all__ = ["ErasureService", "Receipt"]
+__all__ = ["ErasureService", "JobsCancelled", "Receipt"]
 
 #: {"erased": {store: rows}, "graph_mirror": {...}, "audit_id": id of the audit entry}
 Receipt = dict[str, Any]
+#: (tenant, the ids of its jobs erased, or None: all of them) → None
+JobsCancelled = Callable[[UUID, Collection[UUID] | None], object]
 
 
 class ErasureService:
-    def __init__(self, db: Database, graph: GraphService, mirror_enabled: bool) -> None:
+    def __init__(
+        self,
+        db: Database,
+        graph: GraphService,
+        mirror_enabled: bool,
+        on_jobs_cancelled: JobsCancelled = lambda tenant, jobs: None,
+    ) -> None:
+        """``on_jobs_cancelled(tenant, job ids or None for all)``: called once the erasure of
+        jobs committed, so that the job worker stops those it is running (at once; a worker
+        in another process notices within its watch interval)."""
         self.db = db
         self.graph = graph
         self.mirror_enabled = mirror_enabled
+        self.on_jobs_cancelled = on_jobs_cancelled
 
     async def erase_memory(self, who: Principal, memory_id: UUID) -> Receipt:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             if await memory_store.get_memory(conn, tenant, memory_id) is None:
                 raise NotFoundError(f"memory {memory_id} not found")
-            receipt = await self._erase(conn, tenant, [memory_id], documents=0)
-            return await _audited(conn, who, "memory.erase", tenant, [memory_id], receipt)
+            receipt, jobs = await self._erase(conn, tenant, [memory_id], [])
+            receipt = await _audited(conn, who, "memory.erase", tenant, [memory_id], receipt)
+        self._cancel(tenant, jobs)
+        return receipt
 
     async def erase_document(self, who: Principal, document_id: UUID) -> Receipt:
+        """The document, its memories and every job of it (its extraction, its summary tree,
+        a queued upload that would replace it)."""
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             if await find_document(conn, tenant, document_id=document_id, lock=True) is None:
                 raise NotFoundError(f"document {document_id} not found")
             memory_ids = await memory_store.memory_ids_of_document(conn, tenant, document_id)
             await delete_document(conn, tenant, document_id)
-            receipt = await self._erase(conn, tenant, memory_ids, documents=1)
+            receipt, jobs = await self._erase(conn, tenant, memory_ids, [document_id])
             targets = [document_id, *memory_ids]
-            return await _audited(conn, who, "document.erase", tenant, targets, receipt)
+            receipt = await _audited(conn, who, "document.erase", tenant, targets, receipt)
+        self._cancel(tenant, jobs)
+        return receipt
+
+    def _cancel(self, tenant: UUID, jobs: list[UUID] | None) -> None:
+        if jobs is None or jobs:
+            self.on_jobs_cancelled(tenant, jobs)
 
     async def _erase(
-        self, conn: AsyncConnection, tenant: UUID, memory_ids: list[UUID], documents: int
-    ) -> Receipt:
+        self,
+        conn: AsyncConnection,
+        tenant: UUID,
+        memory_ids: list[UUID],
+        document_ids: list[UUID],
+    ) -> tuple[Receipt, list[UUID]]:
+        """The receipt, and the ids of the jobs erased."""
+        documents = len(document_ids)
         outbox_before = await count_outbox_rows(conn, tenant)
-        counts, touched, predicates = await erasure_store.erase_memories(conn, tenant, memory_ids)
+        counts, touched, predicates, jobs = await erasure_store.erase_memories(
+            conn, tenant, memory_ids, document_ids
+        )
         entities, entity_edges = await erasure_store.erase_orphan_entities(conn, tenant, touched)
         await refresh_derived(conn, tenant, await self.graph.ontology(conn, tenant), predicates)
         counts |= {"entities": entities, "documents": documents}
         counts["edges"] += entity_edges
         counts["vectors"] = counts["tsvectors"] = counts["chunks"]
-        return {"erased": counts, "graph_mirror": await self._mirror(conn, tenant, outbox_before)}
+        mirror = await self._mirror(conn, tenant, outbox_before)
+        return {"erased": counts, "graph_mirror": mirror}, jobs
 
     async def _mirror(self, conn: AsyncConnection, tenant: UUID, before: int) -> dict[str, int]:
         if not self.mirror_enabled:
@@ -75,7 +107,8 @@ class ErasureService:
 
     async def erase_tenant(self, tenant_id: UUID, who: Principal | None = None) -> Receipt:
         """Server admin: the tenant and everything it owns (tokens included, and its own HNSW
-        index, dropped right after the rows). Its audit entries stay: ids and counts only."""
+        index, dropped right after the rows). Its audit entries stay: ids and counts only.
+        Its jobs go with it: those running stop (``on_jobs_cancelled``)."""
         async with self.db.owner_tx() as conn:
             if not await tenant_exists(conn, tenant_id):
                 raise NotFoundError(f"tenant {tenant_id} not found")
@@ -87,6 +120,7 @@ class ErasureService:
             erased = {t: before[t] - after[t] for t in before if t != "graph_outbox"}
             erased["tenants"] = 1
             audit_id = await record(conn, who, "tenant.erase", tenant_id, [tenant_id], erased)
+        self._cancel(tenant_id, None)
         # its own HNSW index (now empty) goes too; DROP ... CONCURRENTLY needs autocommit
         async with self.db.owner_autocommit() as conn:
             erased["vector_indexes"] = int(await drop_tenant_index(conn, tenant_id))

@@ -99,7 +99,7 @@ class MemoryService(MemoryWriter):
         tenant = tenant_of(who)
         draft = scoped_draft(who, draft)
         sha = memory_key(draft)
-        existing = await self._existing(tenant, sha, draft.relations)
+        existing = await self._existing(tenant, sha, draft.relations, check_quota=True)
         if existing:
             return existing
         prepared = await prepare_chunks(
@@ -123,6 +123,8 @@ class MemoryService(MemoryWriter):
                 relations=draft.relations,
                 who=who,
             )
+            if stored is not None:  # its extraction job: within the tenant's quota, or undone
+                await self.quota.check(conn, tenant, written=True)
         if stored is not None:
             self.on_job_enqueued()
             return Remembered(stored.id, "created", stored.chunks, stored.job_id)
@@ -132,14 +134,23 @@ class MemoryService(MemoryWriter):
         return raced
 
     async def _existing(
-        self, tenant: UUID, sha: bytes, relations: Sequence[InlineRelation] = ()
+        self,
+        tenant: UUID,
+        sha: bytes,
+        relations: Sequence[InlineRelation] = (),
+        *,
+        check_quota: bool = False,
     ) -> Remembered | None:
         """The current memory with this content, if any, once ``relations`` are checked: they
-        are checked on every write (unchanged content too) before anything is embedded."""
+        are checked on every write (unchanged content too) before anything is embedded; and
+        with ``check_quota``, new content is refused before it is embedded when the tenant's
+        queued background work is at its quota."""
         async with self.db.tenant_tx(tenant) as conn:
             await self.graph.check_inline_relations(conn, tenant, relations)
             memory_id = await memory_store.find_by_sha(conn, tenant, sha)
             if memory_id is None:
+                if check_quota:
+                    await self.quota.check(conn, tenant)
                 return None
             row = await memory_store.get_memory(conn, tenant, memory_id)
         return Remembered(memory_id, "unchanged", row.chunk_count if row else 0)
@@ -204,6 +215,7 @@ class MemoryService(MemoryWriter):
             if stored is None:
                 raise ConflictError("a current memory with exactly this content exists")
             await self.graph.link_supersedes(conn, tenant, stored.id, target_id, reason)
+            await self.quota.check(conn, tenant, written=True)
         self.on_job_enqueued()
         return Remembered(stored.id, "created", stored.chunks, stored.job_id)
 

@@ -16,6 +16,7 @@ from knowmind.ingest.pipeline import content_language, index_language
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal
 from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.job_quota import JobQuota
 from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
 
@@ -38,6 +39,7 @@ class MemoryWriter:
         self.ingest = ingest
         self.graph = graph
         self.on_job_enqueued = on_job_enqueued
+        self.quota = JobQuota.of(ingest)  # on the tenant's queued background work
         # index each memory in its detected language rather than the tenant's (BM25 stage)
         self._detect_language = ingest.bm25_memory_language == "on"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -20,6 +21,7 @@ __all__ = [
 TENANT_TABLES = (
     "conversation_turns",
     "conversations",
+    "job_parts",
     "jobs",
     "mentions",
     "chunk_terms",
@@ -44,12 +46,22 @@ async def _count_deleted(conn: AsyncConnection, sql: str, params: dict[str, Any]
 
 
 async def erase_memories(
-    conn: AsyncConnection, tenant_id: UUID, memory_ids: list[UUID]
-) -> tuple[dict[str, int], set[UUID], set[str]]:
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    memory_ids: list[UUID],
+    document_ids: Sequence[UUID] = (),
+) -> tuple[dict[str, int], set[UUID], set[str], list[UUID]]:
     """Delete the memories with their chunks (text, vectors, tsvectors), mentions, edges
-    (including edges their inline relations drew) and pending jobs. Returns the counts, the
-    entities they referenced (candidates for removal) and the edge predicates removed."""
-    params = {"t": tenant_id, "ids": memory_ids, "sids": [str(m) for m in memory_ids]}
+    (including edges their inline relations drew) and jobs (those of ``document_ids`` too:
+    a queued upload replacing one, its summary tree). Returns the counts, the entities they
+    referenced (candidates for removal), the edge predicates removed and the ids of the jobs
+    deleted (a worker running one of them must stop it)."""
+    params = {
+        "t": tenant_id,
+        "ids": memory_ids,
+        "sids": [str(m) for m in memory_ids],
+        "dids": [str(d) for d in document_ids],
+    }
     # Lock first: an extraction running concurrently must not add mentions (or entities)
     # after we looked; its inserts wait for this transaction and then fail on the gone rows.
     await conn.execute(
@@ -85,12 +97,21 @@ async def erase_memories(
     )
     predicates = set(removed)
     counts = {"edges": len(removed)}
-    counts["jobs"] = await _count_deleted(
-        conn,
-        "DELETE FROM jobs WHERE tenant_id = :t AND (payload->>'memory_id' = ANY(:sids) "
-        "OR result->>'memory_id' = ANY(:sids))",
-        params,
+    job_ids = list(
+        (
+            await conn.execute(
+                text(
+                    "DELETE FROM jobs WHERE tenant_id = :t AND (payload->>'memory_id' = ANY(:sids) "
+                    "OR result->>'memory_id' = ANY(:sids) "
+                    "OR payload->>'document_id' = ANY(:dids) "
+                    "OR payload->>'replace_document_id' = ANY(:dids) "
+                    "OR result->>'document_id' = ANY(:dids)) RETURNING id"
+                ),
+                params,
+            )
+        ).scalars()
     )
+    counts["jobs"] = len(job_ids)
     counts["mentions"] = await _count_deleted(
         conn, "DELETE FROM mentions WHERE tenant_id = :t AND memory_id = ANY(:ids)", params
     )
@@ -100,7 +121,7 @@ async def erase_memories(
     counts["memories"] = await _count_deleted(
         conn, "DELETE FROM memories WHERE tenant_id = :t AND id = ANY(:ids)", params
     )
-    return counts, touched, predicates
+    return counts, touched, predicates, job_ids
 
 
 async def erase_orphan_entities(

@@ -45,6 +45,9 @@ async def tenant_stats(conn: AsyncConnection, tenant_id: UUID) -> dict[str, int]
                 "(SELECT count(*) FROM mentions WHERE tenant_id = :t) AS mentions, "
                 "(SELECT count(*) FROM jobs WHERE tenant_id = :t "
                 " AND status IN ('pending', 'running')) AS pending_jobs, "
+                # what counts for the quota on queued background bytes
+                "(SELECT coalesce(sum(payload_bytes), 0) FROM jobs WHERE tenant_id = :t "
+                " AND status IN ('pending', 'running')) AS queued_bytes, "
                 "(SELECT count(*) FROM jobs WHERE tenant_id = :t AND status = 'failed') "
                 " AS failed_jobs"
             ),

@@ -26,6 +26,7 @@ def job_out(row: JobRow) -> JobOut:
         result=row.result,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        progress=row.progress,
     )
 
 

@@ -51,10 +51,18 @@ class MemoryController(Controller):
         data: JSONBody[MemoryIn],
         runtime: NamedDependency[Runtime],
         principal: NamedDependency[Principal],
-        wait: Annotated[bool, QueryParameter(description="block until extraction is done")] = False,
+        wait: Annotated[
+            bool,
+            QueryParameter(
+                description="block until extraction is done, at most KNOWMIND_WAIT_TIMEOUT_SECONDS "
+                "(10 s by default): then `job.status` is still `pending` or `running`"
+            ),
+        ] = False,
     ) -> Response[RememberOut]:
         """Store a memory. Extraction runs in the background (poll ``GET /v1/jobs/{job_id}``)
-        unless ``?wait=true``."""
+        unless ``?wait=true``: the answer then waits for it, but no longer than the server's
+        wait timeout; a job not finished by then is answered as it stands (``job.status``
+        ``pending`` or ``running``)."""
         draft = memory_draft(data)
         done = await runtime.memories.remember(principal, draft)
         job = None
