@@ -439,3 +439,22 @@ async def test_erasing_a_memory_cancels_its_running_job(db, told):
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_a_stopping_worker_hands_its_jobs_back_with_their_progress(db):
+    """A worker shut down mid-job gives the job back at once (due again, its progress kept,
+    the claim not counted as an attempt) rather than leaving it to a lease running out."""
+    kind = f"endless-{uuid.uuid4().hex[:8]}"
+    handler = EndlessSteps()
+    worker = JobWorker(db, {kind: handler}, poll_seconds=0.05)
+    async with db.owner_tx() as conn:
+        tenant = (await create_tenant(conn, f"h-{uuid.uuid4().hex[:8]}", "german", "m", 384)).id
+        job_id = await job_store.enqueue_job(conn, tenant, kind, {"n": 1})
+    running = asyncio.ensure_future(worker.run_forever())
+    await _until(lambda: _async(handler.steps >= 3), 10, "the job stepping", 0.02)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    job = await _job(db, tenant, job_id)
+    assert job is not None
+    assert (job.status, job.attempts, job.progress) == ("pending", 0, {"steps": 2})
+    assert handler.cancelled == 1

@@ -47,7 +47,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     413: "Request body over the server's size limit",
     415: "The body is not JSON: send it as application/json",
     422: "Invalid input; `field` names the offending field",
-    429: "Rate limit or the tenant's share of the embedding queue exhausted; see Retry-After",
+    429: "Rate limit, the tenant's share of the embedding queue or its quota on queued "
+    "background work exhausted (the detail names which); see Retry-After",
     503: "Database unavailable or the server saturated; see Retry-After",
 }
 _RETRY_AFTER = {429, 503}

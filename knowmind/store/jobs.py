@@ -26,6 +26,7 @@ __all__ = [
     "extend_leases",
     "finish_job",
     "get_job",
+    "hand_back",
     "job_parts",
     "payload_size",
     "put_job_part",
@@ -174,6 +175,22 @@ async def still_running(
         {"tenants": [t for t, _ in jobs], "ids": [i for _, i in jobs]},
     )
     return {(r.tenant_id, r.id) for r in rows}
+
+
+async def hand_back(conn: AsyncConnection, jobs: Collection[tuple[UUID, UUID]]) -> int:
+    """A stopping worker's running jobs (tenant id, job id) are due again at once, with their
+    progress; the claim that took them does not count as an attempt."""
+    if not jobs:
+        return 0
+    result = await conn.execute(
+        text(
+            "UPDATE jobs SET status = 'pending', locked_until = NULL, run_after = now(), "
+            "attempts = greatest(attempts - 1, 0) WHERE status = 'running' AND (tenant_id, id) IN "
+            "(SELECT * FROM unnest(CAST(:tenants AS uuid[]), CAST(:ids AS uuid[])))"
+        ),
+        {"tenants": [t for t, _ in jobs], "ids": [i for _, i in jobs]},
+    )
+    return int(result.rowcount or 0)
 
 
 async def save_progress(

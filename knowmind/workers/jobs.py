@@ -64,6 +64,8 @@ LEASE_SECONDS = 30
 WATCH_SECONDS = 1.0
 # Tenants whose jobs one lane holds at once (one job each).
 MAX_HELD = 16
+# Longest a stopping worker tries to hand its jobs back.
+HAND_BACK_SECONDS = 2.0
 
 
 @dataclass(eq=False, slots=True)
@@ -176,6 +178,7 @@ class JobWorker:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self._hand_back()
 
     async def run_once(self) -> int:
         """One turn in each lane (claiming first): the number of steps run. Called until it
@@ -327,6 +330,20 @@ class JobWorker:
         held.lane.drop(held)
         if self._held.get(held.key) is held:
             del self._held[held.key]
+
+    async def _hand_back(self) -> None:
+        """On the way out: the jobs held go back to the queue at once (not when their lease
+        runs out), keeping their progress; best effort, bounded."""
+        held = list(self._held)
+        self._held.clear()
+        if not held:
+            return
+        try:
+            async with asyncio.timeout(HAND_BACK_SECONDS):
+                async with self.db.owner_tx() as conn:
+                    await job_store.hand_back(conn, held)
+        except Exception as exc:  # their leases run out instead
+            log.warning("jobs.hand_back_failed", error_type=type(exc).__name__)
 
     async def _watch_forever(self) -> None:
         while True:
