@@ -27,6 +27,7 @@ from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.controllers.settings import SettingsController
 from knowmind.api.controllers.ui import UIController
+from knowmind.api.controllers.users import TenantAccessController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
 from knowmind.api.mcp import MCPController
@@ -89,6 +90,7 @@ def create_app(
             MetricsController,
             AnswerController,
             SettingsController,
+            TenantAccessController,
             UIController,
         ],
         lifespan=[lifespan],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConflictError",
+    "ForbiddenError",
     "InvalidInputError",
     "KnowmindError",
     "NotFoundError",
@@ -30,6 +31,13 @@ class NotFoundError(KnowmindError):
     """Also used for ids that belong to another tenant: their existence is never revealed."""
 
     status_code = 404
+
+
+class ForbiddenError(KnowmindError):
+    """The caller may see the thing but not do this to it (a user-bound token and the
+    tenant's shared memories, or another user)."""
+
+    status_code = 403
 
 
 class ConflictError(KnowmindError):

@@ -11,9 +11,9 @@ from litestar.testing import AsyncTestClient
 
 from knowmind.app import create_app
 from knowmind.db.engine import Database
-from knowmind.db.tenant_scope import set_tenant_sql
+from knowmind.db.tenant_scope import UserScope, set_tenant_sql, set_user_sql
 from knowmind.settings import Settings, SettingsError
-from tests.conftest import make_tenant
+from tests.conftest import ADMIN_HEADERS, make_tenant
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,61 @@ async def test_the_tenant_lasts_only_as_long_as_the_transaction(database_url) ->
         await db.dispose()
 
 
+async def test_users_inside_a_tenant_stay_apart_with_transaction_scope(per_transaction) -> None:
+    client = per_transaction
+    tenant = await make_tenant(client)
+    headers = {}
+    for user in ("alice", "bob"):
+        issued = await client.post(
+            f"/v1/admin/tenants/{tenant.id}/tokens",
+            json={"scopes": ["write"], "user_id": user},
+            headers=ADMIN_HEADERS,
+        )
+        assert issued.status_code == 201, issued.text
+        headers[user] = {"Authorization": f"Bearer {issued.json()['token']}"}
+    stored = await client.post(
+        "/v1/memories?wait=true",
+        json={"content": "Bobs Schließfach im Keller hat die Nummer 4711."},
+        headers=headers["bob"],
+    )
+    assert stored.status_code == 201, stored.text
+    bob_id = stored.json()["id"]
+    question = {"query": "Welche Nummer hat Bobs Schließfach?", "k": 5, "explain": True}
+    for user, sees in (("alice", False), ("bob", True)):
+        found = await client.post("/v1/recall", json=question, headers=headers[user])
+        assert found.status_code == 200, found.text
+        assert (bob_id in found.text) is sees, user
+        listed = await client.get("/v1/memories", headers=headers[user])
+        assert (bob_id in listed.text) is sees, user
+    assert (await client.get(f"/v1/memories/{bob_id}", headers=headers["alice"])).status_code == 404
+
+
+async def test_the_user_lasts_only_as_long_as_the_transaction(database_url) -> None:
+    db = Database.connect(database_url, None, 1, tenant_scope="transaction")  # one read session
+    tenant = uuid.uuid4()
+    alice = UserScope(tenant, "alice")
+    try:
+        async with db.read(alice) as conn:
+            assert await conn.fetchval("SELECT current_setting('app.user_id')") == "alice"
+        async with (await db.reader._pool("auto")).acquire() as session:
+            assert not await session.fetchval("SELECT current_setting('app.user_id', true)")
+        async with db.read(tenant) as conn:  # the same session, for the whole tenant
+            assert not await conn.fetchval("SELECT current_setting('app.user_id', true)")
+        async with db.tenant_tx(alice) as tx:
+            assert (await tx.exec_driver_sql("SHOW app.user_id")).scalar() == "alice"
+        async with db.tenant_tx(tenant) as tx:
+            shown = await tx.exec_driver_sql("SELECT current_setting('app.user_id', true)")
+            assert not shown.scalar()
+    finally:
+        await db.dispose()
+
+
 def test_the_setting_is_checked_and_the_id_is_never_text_from_outside() -> None:
     with pytest.raises(SettingsError, match="KNOWMIND_TENANT_SCOPE"):
         Settings.from_env({"KNOWMIND_TENANT_SCOPE": "statement"})
     with pytest.raises(ValueError):
         set_tenant_sql("x'; DROP TABLE memories; --")  # type: ignore[arg-type]
+    # a user id is quoted as a literal, whatever it holds
+    assert set_user_sql("x'; DROP TABLE memories; --") == (
+        "SET LOCAL app.user_id = 'x''; DROP TABLE memories; --'"
+    )

@@ -1,4 +1,6 @@
-"""Bearer-token authentication and scope checks, declared per handler via ``opt={"scope": ...}``.
+"""Bearer-token authentication and scope checks, declared per handler via ``opt={"scope": ...}``
+(and ``"tenant_wide": True`` where the handler changes what the whole tenant shares: refused
+to a token bound to one end user).
 
 The checks themselves are ``knowmind.services.access.AccessControl`` (shared with MCP); this
 guard only turns a refusal into Litestar's 401, 403 or 429 (with ``Retry-After``).
@@ -20,7 +22,7 @@ from litestar.exceptions import (
 from litestar.handlers.base import BaseRouteHandler
 
 from knowmind.services.access import AccessControl, AccessRefused, Caller
-from knowmind.services.auth import Principal
+from knowmind.services.auth import Principal, user_bound_refusal
 
 __all__ = ["auth_guard", "caller_of", "provide_principal", "retry_after"]
 
@@ -50,6 +52,10 @@ async def auth_guard(
         )
     except AccessRefused as refused:
         raise _http_error(refused) from None
+    if handler.opt.get("tenant_wide"):  # documents, the graph, settings: not a user's own
+        refusal = user_bound_refusal(principal)
+        if refusal is not None:
+            raise PermissionDeniedException(refusal)
     connection.state.principal = principal
 
 

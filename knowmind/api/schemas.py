@@ -39,6 +39,7 @@ from knowmind.contract.limits import (
     reject_nul,
     require_visible,
 )
+from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft
 from knowmind.services.outputs import inline_relations
@@ -76,12 +77,45 @@ def scope_parameter(description: str) -> Any:
     )
 
 
+def scope_id(value: str, field: str) -> str:
+    """A user, agent or session id from a path: ``ScopeId``'s limits, or 422 naming it."""
+    try:
+        return msgspec.convert(value, ScopeId)
+    except msgspec.ValidationError as exc:
+        raise InvalidInputError(field, str(exc)) from None
+
+
+#: An RFC 3339 instant as a query parameter: a date, a time with seconds, an optional
+#: fraction and offset (what the JSON bodies' instants take; one without offset is UTC).
+INSTANT_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]"
+    r":[0-5][0-9](\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?$"
+)
+
+
+def instant_parameter(description: str) -> Any:
+    """A query parameter holding an instant (parsed by ``query_instant``)."""
+    return QueryParameter(description=description, max_length=40, pattern=INSTANT_PATTERN)
+
+
+def query_instant(value: str | None, field: str) -> datetime | None:
+    """An instant from a query string, read by the rules of the JSON bodies' instants (422
+    naming ``field`` when it is none, e.g. the 30th of February)."""
+    if value is None:
+        return None
+    try:
+        return msgspec.json.decode(msgspec.json.encode(value), type=datetime)
+    except msgspec.ValidationError:
+        raise InvalidInputError(field, "not an RFC 3339 date and time") from None
+
+
 #: An ISO 8601 instant (one without an offset is read as UTC), years 1 to 9999 in UTC.
 EventTime = Annotated[
     datetime,
     Meta(
         description="when it happened or was said (ISO 8601; UTC when no offset); "
-        "default: when it is stored"
+        "default: when it is stored",
+        extra_json_schema={"format": "date-time"},
     ),
 ]
 
@@ -102,6 +136,16 @@ class TenantOut(Struct):
 
 class TokenIn(StrictBody):
     scopes: Annotated[list[Scope], Meta(min_length=1, max_length=3)]
+    user_id: (
+        Annotated[
+            ScopeId,
+            Meta(
+                description="bind the token to this end user: its writes are that user's, it "
+                "reads that user's memories and the tenant's shared ones"
+            ),
+        ]
+        | None
+    ) = None
 
 
 class TokenOut(Struct):
@@ -110,6 +154,7 @@ class TokenOut(Struct):
     token: str
     scopes: list[str]
     created_at: datetime
+    user_id: str | None = None
 
 
 class RelationIn(StrictBody):
@@ -219,12 +264,10 @@ class RecallFilters(StrictBody):
     user_id: ScopeId | None = None
     agent_id: ScopeId | None = None
     session_id: ScopeId | None = None
-    occurred_after: (
-        Annotated[datetime, Meta(description="event time at or after this instant")] | None
-    ) = None
-    occurred_before: (
-        Annotated[datetime, Meta(description="event time before this instant")] | None
-    ) = None
+    occurred_after: Annotated[datetime, _moment("event time at or after this instant")] | None = (
+        None
+    )
+    occurred_before: Annotated[datetime, _moment("event time before this instant")] | None = None
 
 
 def memory_filters(
@@ -308,7 +351,7 @@ class RecallHit(Struct):
         Literal["preference", "fact", "update"] | None,
         Meta(description="the chunk is a statement of this kind (tagged by knowmind's client)"),
     ] = None
-    occurred_at: Annotated[datetime | None, Meta(description="when it happened or was said")] = None
+    occurred_at: Annotated[datetime, _moment("when it happened or was said")] | None = None
     speaker: str | None = None
     role: str | None = None
 

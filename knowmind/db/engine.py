@@ -16,7 +16,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from knowmind.db.reader import ReadPool
-from knowmind.db.tenant_scope import set_tenant_sql
+from knowmind.db.tenant_scope import set_tenant_sql, set_user_sql, user_of
 
 __all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url", "tenant_write_lock_key"]
 
@@ -104,9 +104,13 @@ def tenant_write_lock_key(tenant_id: UUID) -> str:
 
 
 async def scope_transaction(conn: AsyncConnection, tenant_id: UUID, *, write: bool) -> None:
-    """Scope the open transaction to one tenant (row-level security reads ``app.tenant_id``)
-    and, for a ``write``, take the tenant's write lock first (see ``Database.tenant_tx``)."""
+    """Scope the open transaction to one tenant (row-level security reads ``app.tenant_id``),
+    and to its end user when ``tenant_id`` is a ``UserScope`` (``app.user_id``); for a
+    ``write``, take the tenant's write lock first (see ``Database.tenant_tx``)."""
     await conn.execute(text(set_tenant_sql(tenant_id)))
+    user = user_of(tenant_id)
+    if user is not None:
+        await conn.execute(text(set_user_sql(user)))
     if write:
         await conn.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),

@@ -12,7 +12,7 @@ from uuid import UUID
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import make_url
 
-from knowmind.db.tenant_scope import set_tenant_sql
+from knowmind.db.tenant_scope import set_tenant_sql, set_user_sql, user_of
 
 __all__ = ["NEAREST_SESSION", "ReadPool", "ReaderConnection"]
 
@@ -43,14 +43,20 @@ class ReaderConnection(asyncpg.Connection):  # type: ignore[misc]
         self.nearest = False
 
     async def scope_to(self, tenant_id: UUID) -> None:
-        """Scope the session to the tenant (row-level security reads ``app.tenant_id``); a
-        round trip only when the last use was for another tenant. Called outside any
+        """Scope the session to the tenant (row-level security reads ``app.tenant_id``) and to
+        its end user, or to none (``app.user_id``, see ``db.tenant_scope.UserScope``); a round
+        trip only when the last use was for another tenant or user. Called outside any
         transaction, so no rollback can undo it behind the cache's back."""
-        tenant = str(tenant_id)
+        user = user_of(tenant_id) or ""
+        tenant = f"{tenant_id}/{user}"
         if self._tenant == tenant:
             return
         self._tenant = None
-        await self.execute("SELECT set_config('app.tenant_id', $1, false)", tenant)
+        await self.execute(
+            "SELECT set_config('app.tenant_id', $1, false), set_config('app.user_id', $2, false)",
+            str(tenant_id),
+            user,
+        )
         self._tenant = tenant
 
     async def use_ef_search(self, ef_search: int) -> None:
@@ -144,6 +150,7 @@ class ReadPool:
             # transaction, and store.sql's own transactions nest in it as savepoints
             async with conn.transaction(readonly=True):
                 await conn.execute(set_tenant_sql(tenant_id))
+                await conn.execute(set_user_sql(user_of(tenant_id)))
                 yield conn
 
     async def expire_connections(self) -> None:

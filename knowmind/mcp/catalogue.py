@@ -117,6 +117,9 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = True
     aliases: tuple[str, ...] = ()
+    # it changes what the whole tenant shares (documents, the graph): refused to a token
+    # bound to one end user
+    tenant_wide: bool = False
 
     def describe(self, name: str | None = None) -> dict[str, Any]:
         """The ``tools/list`` entry, under ``name`` (an alias) or the current name."""
@@ -142,6 +145,7 @@ class _Hints(TypedDict, total=False):
     destructive: bool
     idempotent: bool
     aliases: tuple[str, ...]
+    tenant_wide: bool
 
 
 def _read(
@@ -245,6 +249,7 @@ SPECS: tuple[ToolSpec, ...] = (
             ("content",),
         ),
         destructive=True,
+        tenant_wide=True,
     ),
     _write(
         "knowmind_update_fact",
@@ -277,6 +282,7 @@ SPECS: tuple[ToolSpec, ...] = (
             ("name", "entity_class"),
         ),
         aliases=("knowmind_entity",),
+        tenant_wide=True,
     ),
     _write(
         "knowmind_link_entities",
@@ -293,6 +299,7 @@ SPECS: tuple[ToolSpec, ...] = (
             ("from_id", "to_id", "rel_type"),
         ),
         aliases=("knowmind_link",),
+        tenant_wide=True,
     ),
     _write(
         "knowmind_unlink_entities",
@@ -308,6 +315,7 @@ SPECS: tuple[ToolSpec, ...] = (
         ),
         destructive=True,
         aliases=("knowmind_unlink",),
+        tenant_wide=True,
     ),
     _read(
         "knowmind_list_relations",

@@ -25,7 +25,7 @@ from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.mcp.tools import TOOLS, listed_tools
 from knowmind.mcp.validation import ArgumentError, validate
 from knowmind.runtime import Runtime
-from knowmind.services.auth import Principal, scope_refusal
+from knowmind.services.auth import Principal, scope_refusal, user_bound_refusal
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -168,6 +168,8 @@ class MCPDispatcher:
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         refusal = scope_refusal(principal, tool.spec.scope)
+        if refusal is None and tool.spec.tenant_wide:
+            refusal = user_bound_refusal(principal)
         if refusal:
             return _tool_error(refusal, required_scope=tool.spec.scope)
         try:

@@ -17,6 +17,7 @@ import asyncio
 from collections import defaultdict
 from uuid import UUID
 
+from knowmind.db.tenant_scope import user_of
 from knowmind.graph.base import GraphReader
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.edges import mentioned_entities
@@ -80,6 +81,8 @@ class GraphStage:
             chunks = await first_chunks(conn, query.tenant, ranked, query.filters)
         if query.explain:
             top = sorted(result.scores.items(), key=lambda kv: -kv[1])[:10]
+            if user_of(query.tenant) is not None:  # a mirror's walk: no unseen memory shown
+                top = [(n, s) for n, s in top if n not in result.memories or n in chunks]
             ctx.explain["seeds"] = [{"id": str(s), "weight": round(w, 4)} for s, w in seeds.items()]
             ctx.explain["ppr_top"] = [
                 {"id": str(n), "score": round(s, 5), "memory": n in result.memories} for n, s in top

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from uuid import UUID
 
+from knowmind.db.tenant_scope import user_of
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.sql import Conn
 from knowmind.store.vector_search import (
@@ -38,7 +39,8 @@ class VectorStage:
         self.exact_max_rows = exact_max_rows
         self.ef_search = ef_search
         self.tenant_ef_search = tenant_ef_search
-        self._paths: dict[UUID, tuple[VectorPath, float]] = {}
+        # by tenant and end user (a user-bound session counts the rows it sees)
+        self._paths: dict[tuple[UUID, str | None], tuple[VectorPath, float]] = {}
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
         embedding = await ctx.query_embedding()  # first: no connection held while it queues
@@ -69,7 +71,7 @@ class VectorStage:
         """The tenant's search path if looked up less than ``PATH_TTL_S`` seconds ago: it only
         changes when the tenant crosses ``exact_max_rows`` or gains or loses an index of its
         own, and a stale one still gives the right rows (at worst slower, for those seconds)."""
-        known = self._paths.get(tenant)
+        known = self._paths.get((tenant, user_of(tenant)))
         return known[0] if known is not None and known[1] > time.monotonic() else None
 
     async def _look_up_path(self, conn: Conn, tenant: UUID) -> VectorPath:
@@ -77,7 +79,7 @@ class VectorStage:
         path = await choose_vector_path(conn, tenant, self.exact_max_rows)
         if len(self._paths) >= PATHS_KEPT:
             self._paths = {t: p for t, p in self._paths.items() if p[1] > now}
-        self._paths[tenant] = (path, now + PATH_TTL_S)
+        self._paths[(tenant, user_of(tenant))] = (path, now + PATH_TTL_S)
         return path
 
 

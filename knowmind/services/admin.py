@@ -65,8 +65,14 @@ class AdminService:
             return await tenant_store.list_tenants(conn)
 
     async def create_token(
-        self, tenant_id: UUID, scopes: list[str], who: Principal | None = None
+        self,
+        tenant_id: UUID,
+        scopes: list[str],
+        who: Principal | None = None,
+        user_id: str | None = None,
     ) -> IssuedToken:
+        """``user_id``: bind the token to one end user of the tenant (its writes are that
+        user's, it reads that user's memories and the tenant's shared ones)."""
         unknown = sorted(set(scopes) - set(SCOPES))
         if unknown or not scopes:
             raise InvalidInputError("scopes", f"must be a non-empty subset of {list(SCOPES)}")
@@ -75,9 +81,10 @@ class AdminService:
             if await tenant_store.get_tenant(conn, tenant_id) is None:
                 raise NotFoundError(f"tenant {tenant_id} not found")
             row = await token_store.insert_token(
-                conn, tenant_id, hash_token(token), sorted(set(scopes), key=SCOPES.index)
+                conn, tenant_id, hash_token(token), sorted(set(scopes), key=SCOPES.index), user_id
             )
-            await record(conn, who, "token.create", tenant_id, [row.id], {"scopes": row.scopes})
+            detail: dict[str, object] = {"scopes": row.scopes, "user_bound": user_id is not None}
+            await record(conn, who, "token.create", tenant_id, [row.id], detail)
         return IssuedToken(row=row, token=token)
 
     async def revoke_token(self, token_id: UUID, who: Principal | None = None) -> None:

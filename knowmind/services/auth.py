@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from knowmind.db.engine import Database
-from knowmind.errors import InvalidInputError
+from knowmind.db.tenant_scope import UserScope
+from knowmind.errors import ForbiddenError, InvalidInputError
 from knowmind.store import tokens as token_store
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "bearer_token",
     "new_token",
     "parse_token",
+    "refuse_unless_owner",
     "scope_refusal",
     "tenant_of",
+    "user_bound_refusal",
 ]
 
 SCOPES = ("read", "write", "admin")
@@ -59,10 +62,30 @@ class Principal:
 
 
 def tenant_of(who: Principal) -> UUID:
-    """The caller's tenant; the server admin token carries none."""
+    """The caller's tenant; the server admin token carries none. For a user-bound token, the
+    tenant id as a ``UserScope``: every connection opened with it is held to that user's
+    memories and the tenant's shared ones by row-level security."""
     if who.tenant_id is None:
         raise InvalidInputError("authorization", "this operation needs a tenant token")
+    if who.user_id is not None:
+        return UserScope(who.tenant_id, who.user_id)
     return who.tenant_id
+
+
+def refuse_unless_owner(who: Principal, owner: str | None, what: str) -> None:
+    """A user-bound token changes or erases only its user's memories: the tenant's shared ones
+    (``owner`` None) it reads but may not touch (ForbiddenError). Row-level security refuses
+    the same; this says so before anything else in the transaction is changed."""
+    if who.user_id is not None and owner != who.user_id:
+        raise ForbiddenError(f"a user-bound token cannot change {what} it does not own")
+
+
+def user_bound_refusal(who: Principal) -> str | None:
+    """Why ``who`` may not use a door that changes what the whole tenant shares (documents,
+    the graph and its catalogue, the tenant's settings); None when it may."""
+    if who.user_id is None:
+        return None
+    return "a user-bound token cannot change what the whole tenant shares"
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -122,5 +145,7 @@ async def authenticate(db: Database, token: str, admin_token: str | None) -> Pri
         found = await token_store.authenticate(conn, tenant_id, hash_token(token))
     if found is None:
         return None
-    token_id, scopes, language = found
-    return Principal(tenant_id, frozenset(scopes), language=language, token_id=token_id)
+    token_id, scopes, language, user_id = found
+    return Principal(
+        tenant_id, frozenset(scopes), language=language, token_id=token_id, user_id=user_id
+    )

@@ -7,6 +7,7 @@ transaction and the mirror worker removes the nodes and relationships from Neo4j
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection
 from typing import Any
 from uuid import UUID
@@ -14,10 +15,11 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import Database
-from knowmind.errors import NotFoundError
+from knowmind.db.tenant_scope import UserScope
+from knowmind.errors import ForbiddenError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import refresh_derived
 from knowmind.services.audit import record
-from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.auth import Principal, refuse_unless_owner, tenant_of
 from knowmind.services.graph import GraphService
 from knowmind.store import erasure as erasure_store
 from knowmind.store import memories as memory_store
@@ -53,8 +55,10 @@ class ErasureService:
     async def erase_memory(self, who: Principal, memory_id: UUID) -> Receipt:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
-            if await memory_store.get_memory(conn, tenant, memory_id) is None:
+            found = await memory_store.get_memory(conn, tenant, memory_id)
+            if found is None:
                 raise NotFoundError(f"memory {memory_id} not found")
+            refuse_unless_owner(who, found.user_id, "a memory")
             receipt, jobs = await self._erase(conn, tenant, [memory_id], [])
             receipt = await _audited(conn, who, "memory.erase", tenant, [memory_id], receipt)
         self._cancel(tenant, jobs)
@@ -75,9 +79,44 @@ class ErasureService:
         self._cancel(tenant, jobs)
         return receipt
 
+    async def erase_user(
+        self, who: Principal, user_id: str, tenant_id: UUID | None = None
+    ) -> Receipt:
+        """A GDPR request of one end user: every memory of ``user_id`` with its chunks,
+        mentions, the edges it drew, its jobs and the entities only it named, and the answer
+        threads of the tokens bound to that user. A tenant admin token erases any user of its
+        tenant, a user-bound one only its own; the server admin names the tenant
+        (``tenant_id``). The erasure runs held to that user by row-level security, so the
+        database itself refuses to touch another user's or a shared memory. The receipt counts
+        what went; the audit entry names the memories, and the user only by a hash."""
+        if who.is_server_admin:
+            if tenant_id is None:
+                raise InvalidInputError("tenant_id", "the server admin names the tenant")
+            tenant = tenant_id
+        else:
+            tenant = UUID(int=tenant_of(who).int)
+            if who.user_id is not None and who.user_id != user_id:
+                raise ForbiddenError("a user-bound token erases its own user only")
+        async with self.db.owner_tx() as conn:
+            if not await tenant_exists(conn, tenant):
+                raise NotFoundError(f"tenant {tenant} not found")
+            tokens = await erasure_store.user_token_ids(conn, tenant, user_id)
+        scope = UserScope(tenant, user_id)
+        async with self.db.tenant_tx(scope, write=True) as conn:
+            memory_ids = await erasure_store.user_memory_ids(conn, tenant, user_id)
+            receipt, jobs = await self._erase(conn, scope, memory_ids, [])
+            receipt["erased"]["conversations"] = await erasure_store.erase_conversations(
+                conn, tenant, tokens
+            )
+            detail = {**receipt, "user_sha256": hashlib.sha256(user_id.encode()).hexdigest()}
+            audit_id = await record(conn, who, "user.erase", tenant, memory_ids, detail)
+        self._cancel(tenant, jobs)
+        return {**receipt, "user_id": user_id, "audit_id": audit_id}
+
     def _cancel(self, tenant: UUID, jobs: list[UUID] | None) -> None:
         if jobs is None or jobs:
-            self.on_jobs_cancelled(tenant, jobs)
+            # the tenant's plain id: running jobs are matched by it
+            self.on_jobs_cancelled(UUID(int=tenant.int), jobs)
 
     async def _erase(
         self,

@@ -6,10 +6,13 @@ import asyncio
 import time
 from uuid import UUID
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from knowmind.db.engine import Database
 from knowmind.errors import NotFoundError
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.store import jobs as job_store
+from knowmind.store import memories as memory_store
 from knowmind.store.jobs import JobRow
 
 __all__ = ["JobService"]
@@ -21,9 +24,12 @@ class JobService:
         self.wait_timeout_seconds = wait_timeout_seconds
 
     async def get(self, who: Principal, job_id: UUID) -> JobRow:
+        """A user-bound token sees the jobs of the memories it sees, no other."""
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
             row = await job_store.get_job(conn, tenant, job_id)
+            if row is not None and who.user_id is not None and not await _visible(conn, row):
+                row = None
         if row is None:
             raise NotFoundError(f"job {job_id} not found")
         return row
@@ -36,3 +42,13 @@ class JobService:
             if row.status in ("done", "failed") or time.monotonic() > deadline:
                 return row
             await asyncio.sleep(0.05)
+
+
+async def _visible(conn: AsyncConnection, row: JobRow) -> bool:
+    """Whether the job is about a memory this (row-level-security scoped) session sees."""
+    memory = row.payload.get("memory_id") or (row.result or {}).get("memory_id")
+    try:
+        memory_id = UUID(str(memory))
+    except ValueError:
+        return False
+    return await memory_store.get_memory(conn, row.tenant_id, memory_id) is not None

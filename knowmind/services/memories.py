@@ -15,7 +15,7 @@ import msgspec
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.pipeline import prepare_chunks
-from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.auth import Principal, refuse_unless_owner, tenant_of
 from knowmind.services.graph import InlineRelation
 from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import memories as memory_store
@@ -180,8 +180,10 @@ class MemoryService(MemoryWriter):
         async with self.db.tenant_tx(tenant, write=True) as conn:
             old = await memory_store.close_validity(conn, tenant, target_id)
             if old is None:
-                if await memory_store.get_memory(conn, tenant, target_id) is None:
+                found = await memory_store.get_memory(conn, tenant, target_id)
+                if found is None:
                     raise NotFoundError(f"memory {target_id} not found")
+                refuse_unless_owner(who, found.user_id, "a memory")
                 raise ConflictError(f"memory {target_id} was already superseded")
             # the new version keeps the old one's scopes (not its speaker: it is said now)
             scopes = MemoryDraft(
@@ -245,6 +247,11 @@ class MemoryService(MemoryWriter):
     async def delete(self, who: Principal, memory_id: UUID) -> int:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
+            if who.user_id is not None:  # a shared memory: refused before its edges go
+                found = await memory_store.get_memory(conn, tenant, memory_id)
+                if found is None:
+                    raise NotFoundError(f"memory {memory_id} not found")
+                refuse_unless_owner(who, found.user_id, "a memory")
             ontology = await self.graph.ontology(conn, tenant)
             await remove_node_edges(conn, tenant, ontology, memory_id)
             removed = await memory_store.delete_memory(conn, tenant, memory_id)

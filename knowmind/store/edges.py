@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import tenant_write_lock_key
+from knowmind.db.tenant_scope import user_of
 from knowmind.store.scalars import maybe_id, one_id
 from knowmind.store.sql import Conn, fetch, fetchrow
 
@@ -250,6 +251,8 @@ async def node_relations(
             " e.entity_class FROM rel"
             " LEFT JOIN entities e ON e.tenant_id = :t AND e.id = rel.node_id"
             " LEFT JOIN memories m ON m.tenant_id = :t AND m.id = rel.node_id"
+            # a memory the session does not see (another end user's) is no node of its graph
+            " WHERE rel.kind <> 'memory' OR m.id IS NOT NULL"
             " ORDER BY rel.direction DESC, rel.predicate, title_or_name, rel.valid_from"
         ),
         {"t": tenant_id, "n": node_id},
@@ -266,6 +269,18 @@ def uuid_from_text(text: str) -> UUID:
     and hashed alike, built several times faster)."""
     value: UUID = PgUUID(text)
     return value
+
+
+# A link's memory ends, and the memory that drew it, are ones the session sees.
+_SEEN = "EXISTS (SELECT 1 FROM memories v WHERE v.tenant_id = :t AND v.id = {id})"
+_EDGE_SEEN = (
+    f" AND (from_kind <> 'memory' OR {_SEEN.format(id='from_id')})"
+    f" AND (to_kind <> 'memory' OR {_SEEN.format(id='to_id')})"
+    " AND (NOT properties ? 'source_memory_id' OR "
+    + _SEEN.format(id="CAST(properties->>'source_memory_id' AS uuid)")
+    + ")"
+)
+_MENTION_SEEN = " AND " + _SEEN.format(id="memory_id")
 
 
 async def neighbour_links(
@@ -295,6 +310,11 @@ async def neighbour_links(
     if memories is not None:
         for node in ids:
             (known_memories if node in memories else entities).append(node)
+    # a session held to one end user walks the memories it sees only (row-level security
+    # decides which): no other user's memory is a node, nor a bridge, of its graph
+    edge_seen = mention_seen = ""
+    if user_of(tenant_id) is not None:
+        edge_seen, mention_seen = _EDGE_SEEN, _MENTION_SEEN
     row = await fetchrow(
         conn,
         (
@@ -304,17 +324,17 @@ async def neighbour_links(
             "array_agg(w) FROM (SELECT * FROM ("
             " SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, to_kind, "
             " confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
-            " AND from_id = frontier.id LIMIT :per_node) e"
+            f" AND from_id = frontier.id{edge_seen} LIMIT :per_node) e"
             " UNION ALL SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, "
             " to_kind, confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
-            " AND to_id = frontier.id LIMIT :per_node) e"
+            f" AND to_id = frontier.id{edge_seen} LIMIT :per_node) e"
             " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
             " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
-            " WHERE tenant_id = :t AND entity_id = frontier.id LIMIT :per_node) m"
+            f" WHERE tenant_id = :t AND entity_id = frontier.id{mention_seen} LIMIT :per_node) m"
             " WHERE frontier.id <> ALL(CAST(:memories AS uuid[]))"
             " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
             " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
-            " WHERE tenant_id = :t AND memory_id = frontier.id LIMIT :per_node) m"
+            f" WHERE tenant_id = :t AND memory_id = frontier.id{mention_seen} LIMIT :per_node) m"
             " WHERE frontier.id <> ALL(CAST(:entities AS uuid[]))"
             ") AS u LIMIT :max_links) AS links(a, a_kind, b, b_kind, w)"
         ),

@@ -12,9 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 __all__ = [
     "TENANT_TABLES",
     "delete_tenant",
+    "erase_conversations",
     "erase_memories",
     "erase_orphan_entities",
     "tenant_row_counts",
+    "user_memory_ids",
+    "user_token_ids",
 ]
 
 # Every table that holds tenant data, in an order that respects foreign keys on delete.
@@ -122,6 +125,38 @@ async def erase_memories(
         conn, "DELETE FROM memories WHERE tenant_id = :t AND id = ANY(:ids)", params
     )
     return counts, touched, predicates, job_ids
+
+
+async def user_memory_ids(conn: AsyncConnection, tenant_id: UUID, user_id: str) -> list[UUID]:
+    """The ids of one end user's memories (current, superseded and closed alike)."""
+    rows = await conn.execute(
+        text("SELECT id FROM memories WHERE tenant_id = :t AND user_id = :u ORDER BY id"),
+        {"t": tenant_id, "u": user_id},
+    )
+    return list(rows.scalars())
+
+
+async def user_token_ids(conn: AsyncConnection, tenant_id: UUID, user_id: str) -> list[UUID]:
+    """The tokens bound to one end user (revoked ones too); the owner's connection reads
+    them (the app role cannot read api_tokens)."""
+    rows = await conn.execute(
+        text("SELECT id FROM api_tokens WHERE tenant_id = :t AND user_id = :u"),
+        {"t": tenant_id, "u": user_id},
+    )
+    return list(rows.scalars())
+
+
+async def erase_conversations(
+    conn: AsyncConnection, tenant_id: UUID, owner_tokens: Sequence[UUID]
+) -> int:
+    """The answer threads these tokens started, with their turns; how many went."""
+    if not owner_tokens:
+        return 0
+    return await _count_deleted(
+        conn,
+        "DELETE FROM conversations WHERE tenant_id = :t AND owner_token = ANY(:ids)",
+        {"t": tenant_id, "ids": list(owner_tokens)},
+    )
 
 
 async def erase_orphan_entities(

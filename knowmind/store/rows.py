@@ -25,6 +25,7 @@ class TokenRow(msgspec.Struct, frozen=True):
     tenant_id: UUID
     scopes: list[str]
     created_at: datetime
+    user_id: str | None = None  # the end user it is bound to (None: the whole tenant)
 
 
 class MemoryValues(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,15 +13,21 @@ __all__ = ["authenticate", "insert_token", "revoke_token"]
 
 
 async def insert_token(
-    conn: AsyncConnection, tenant_id: UUID, token_hash: bytes, scopes: list[str]
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    token_hash: bytes,
+    scopes: list[str],
+    user_id: str | None = None,
 ) -> TokenRow:
+    """``user_id``: the end user the token is bound to (None: the whole tenant)."""
     row = (
         await conn.execute(
             text(
-                "INSERT INTO api_tokens (tenant_id, token_hash, scopes) "
-                "VALUES (:tenant, :hash, :scopes) RETURNING id, tenant_id, scopes, created_at"
+                "INSERT INTO api_tokens (tenant_id, token_hash, scopes, user_id) "
+                "VALUES (:tenant, :hash, :scopes, :user) "
+                "RETURNING id, tenant_id, scopes, created_at, user_id"
             ),
-            {"tenant": tenant_id, "hash": token_hash, "scopes": scopes},
+            {"tenant": tenant_id, "hash": token_hash, "scopes": scopes, "user": user_id},
         )
     ).one()
     return TokenRow(**row._mapping)
@@ -41,13 +47,17 @@ async def revoke_token(conn: AsyncConnection, token_id: UUID) -> UUID | None:
 
 async def authenticate(
     conn: AsyncConnection, tenant_id: UUID, token_hash: bytes
-) -> tuple[UUID, list[str], str] | None:
-    """(token id, scopes, tenant language) for a live token; runs as the app role through the
-    owner's SECURITY DEFINER function, since the app role cannot read api_tokens."""
+) -> tuple[UUID, list[str], str, str | None] | None:
+    """(token id, scopes, tenant language, the end user it is bound to or None) for a live
+    token; runs as the app role through the owner's SECURITY DEFINER function, since the app
+    role cannot read api_tokens."""
     row = (
         await conn.execute(
-            text("SELECT token_id, scopes, language FROM knowmind_authenticate(:tenant, :hash)"),
+            text(
+                "SELECT token_id, scopes, language, user_id "
+                "FROM knowmind_authenticate(:tenant, :hash)"
+            ),
             {"tenant": tenant_id, "hash": token_hash},
         )
     ).one_or_none()
-    return (row.token_id, list(row.scopes), row.language) if row else None
+    return (row.token_id, list(row.scopes), row.language, row.user_id) if row else None

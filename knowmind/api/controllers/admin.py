@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -12,17 +11,39 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.schemas import TenantIn, TenantOut, TokenIn, TokenOut, scope_parameter
+from knowmind.api.schemas import (
+    TenantIn,
+    TenantOut,
+    TokenIn,
+    TokenOut,
+    instant_parameter,
+    query_instant,
+    scope_id,
+    scope_parameter,
+)
 from knowmind.runtime import Runtime
+from knowmind.services.admin import IssuedToken
 from knowmind.services.auth import SERVER_ADMIN, Principal
 from knowmind.store.audit import AuditRow
 from knowmind.store.rows import TenantRow
 from knowmind.store.search import MemoryFilters
 
-__all__ = ["AdminController"]
+__all__ = ["AdminController", "token_out"]
 
 Who = NamedDependency[Principal]
 BIGINT_MAX = 2**63 - 1  # audit ids are bigint
+
+
+def token_out(issued: IssuedToken) -> TokenOut:
+    row = issued.row
+    return TokenOut(
+        id=row.id,
+        tenant_id=row.tenant_id,
+        token=issued.token,
+        scopes=row.scopes,
+        created_at=row.created_at,
+        user_id=row.user_id,
+    )
 
 
 def _tenant_out(row: TenantRow) -> TenantOut:
@@ -60,15 +81,10 @@ class AdminController(Controller):
         runtime: NamedDependency[Runtime],
         principal: Who,
     ) -> TokenOut:
-        issued = await runtime.admin.create_token(tenant_id, list(data.scopes), principal)
-        row = issued.row
-        return TokenOut(
-            id=row.id,
-            tenant_id=row.tenant_id,
-            token=issued.token,
-            scopes=row.scopes,
-            created_at=row.created_at,
+        issued = await runtime.admin.create_token(
+            tenant_id, list(data.scopes), principal, data.user_id
         )
+        return token_out(issued)
 
     @delete("/tenants/{tenant_id:uuid}", status_code=HTTP_200_OK)
     async def erase_tenant(
@@ -92,10 +108,10 @@ class AdminController(Controller):
         agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
         session_id: Annotated[str | None, scope_parameter("of this session")] = None,
         occurred_after: Annotated[
-            datetime | None, QueryParameter(description="event time at or after this instant")
+            str | None, instant_parameter("event time at or after this instant (RFC 3339)")
         ] = None,
         occurred_before: Annotated[
-            datetime | None, QueryParameter(description="event time before this instant")
+            str | None, instant_parameter("event time before this instant (RFC 3339)")
         ] = None,
     ) -> Stream:
         """The tenant as a JSON Lines archive (``knowmind.tenant-export`` version 1): a header,
@@ -114,8 +130,8 @@ class AdminController(Controller):
                 user_id=user_id,
                 agent_id=agent_id,
                 session_id=session_id,
-                occurred_after=occurred_after,
-                occurred_before=occurred_before,
+                occurred_after=query_instant(occurred_after, "occurred_after"),
+                occurred_before=query_instant(occurred_before, "occurred_before"),
             )
         lines = await runtime.tenant_archive.export(tenant_id, principal, filters)
         filename = f"knowmind-tenant-{tenant_id}.jsonl"
@@ -124,6 +140,24 @@ class AdminController(Controller):
             media_type="application/x-ndjson",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
+
+    @delete(
+        "/tenants/{tenant_id:uuid}/users/{user_id:str}",
+        status_code=HTTP_200_OK,
+        opt={"errors": (404,)},
+    )
+    async def erase_user(
+        self,
+        tenant_id: FromPath[UUID],
+        user_id: FromPath[str],
+        runtime: NamedDependency[Runtime],
+        principal: Who,
+    ) -> dict[str, Any]:
+        """Erase one end user of a tenant (a GDPR request): every memory of ``user_id`` with
+        its chunks, mentions, edges, jobs and the entities only it named, and the answer
+        threads of the tokens bound to that user; a receipt of counts, audited."""
+        checked = scope_id(user_id, "user_id")
+        return await runtime.erasure.erase_user(principal, checked, tenant_id)
 
     @delete("/tokens/{token_id:uuid}", status_code=HTTP_204_NO_CONTENT)
     async def revoke_token(

@@ -49,6 +49,7 @@ class DocumentController(Controller):
         "/",
         opt={
             "scope": "write",
+            "tenant_wide": True,
             "errors": (404, 409),
             "also": {
                 200: "replaced, or unchanged: this content is stored already",
@@ -80,7 +81,11 @@ class DocumentController(Controller):
 
     @delete(
         "/{document_id:uuid}",
-        opt={"scope": "write", "also": {204: "deleted (without erase=true: no receipt)"}},
+        opt={
+            "scope": "write",
+            "tenant_wide": True,
+            "also": {204: "deleted (without erase=true: no receipt)"},
+        },
         status_code=HTTP_200_OK,
     )
     async def remove(
@@ -113,6 +118,7 @@ class KnowmindUploadController(Controller):
         "/",
         opt={
             "scope": "write",
+            "tenant_wide": True,
             "errors": (404, 409),
             "also": {200: "unchanged: this content is stored already"},
             "error_body": "knowmind",

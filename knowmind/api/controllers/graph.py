@@ -52,7 +52,14 @@ class EntityController(Controller):
     path = "/v1/entities"
     tags = ["graph"]
 
-    @post("/", opt={"scope": "write", "also": {200: "an entity of this name and class existed"}})
+    @post(
+        "/",
+        opt={
+            "scope": "write",
+            "tenant_wide": True,
+            "also": {200: "an entity of this name and class existed"},
+        },
+    )
     async def upsert(
         self, data: JSONBody[EntityIn], runtime: Rt, principal: Who
     ) -> Response[EntityOut]:
@@ -100,14 +107,22 @@ class EntityController(Controller):
 class RelationController(Controller):
     tags = ["graph"]
 
-    @post("/v1/relations", opt={"scope": "write", "errors": (404,)}, status_code=HTTP_200_OK)
+    @post(
+        "/v1/relations",
+        opt={"scope": "write", "tenant_wide": True, "errors": (404,)},
+        status_code=HTTP_200_OK,
+    )
     async def link(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> LinkOut:
         edge, twin = await runtime.graph.link(
             principal, data.from_id, data.to_id, data.rel_type, data.confidence
         )
         return LinkOut(edge_id=edge, inverse_edge_id=twin)
 
-    @delete("/v1/relations", opt={"scope": "write", "errors": (404,)}, status_code=HTTP_200_OK)
+    @delete(
+        "/v1/relations",
+        opt={"scope": "write", "tenant_wide": True, "errors": (404,)},
+        status_code=HTTP_200_OK,
+    )
     async def unlink(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> UnlinkOut:
         removed = await runtime.graph.unlink(principal, data.from_id, data.to_id, data.rel_type)
         return UnlinkOut(removed=removed)
@@ -158,7 +173,11 @@ class SchemaController(Controller):
     async def catalogue(self, runtime: Rt, principal: Who) -> dict[str, object]:
         return await runtime.graph.schema(principal)
 
-    @post("/predicates", opt={"scope": "write", "errors": (409,)}, status_code=HTTP_201_CREATED)
+    @post(
+        "/predicates",
+        opt={"scope": "write", "tenant_wide": True, "errors": (409,)},
+        status_code=HTTP_201_CREATED,
+    )
     async def extend(
         self, data: JSONBody[PredicateIn], runtime: Rt, principal: Who
     ) -> dict[str, object]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -19,7 +18,9 @@ from knowmind.api.schemas import (
     MemoryOut,
     RememberOut,
     SupersedeIn,
+    instant_parameter,
     memory_draft,
+    query_instant,
     scope_parameter,
 )
 from knowmind.runtime import Runtime
@@ -93,10 +94,10 @@ class MemoryController(Controller):
         agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
         session_id: Annotated[str | None, scope_parameter("of this session")] = None,
         occurred_after: Annotated[
-            datetime | None, QueryParameter(description="event time at or after this instant")
+            str | None, instant_parameter("event time at or after this instant (RFC 3339)")
         ] = None,
         occurred_before: Annotated[
-            datetime | None, QueryParameter(description="event time before this instant")
+            str | None, instant_parameter("event time before this instant (RFC 3339)")
         ] = None,
     ) -> MemoryList:
         """Newest stored first; the filters keep the memories of one user, agent or session,
@@ -105,8 +106,8 @@ class MemoryController(Controller):
             user_id=user_id,
             agent_id=agent_id,
             session_id=session_id,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
+            occurred_after=query_instant(occurred_after, "occurred_after"),
+            occurred_before=query_instant(occurred_before, "occurred_before"),
         )
         rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor, filters)
         return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)

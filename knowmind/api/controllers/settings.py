@@ -66,7 +66,7 @@ class SettingsController(Controller):
         """The tenant's settings (unset ones show the default)."""
         return _out(await runtime.tenant_settings.get(principal))
 
-    @patch("/", opt={"scope": "admin"}, status_code=HTTP_200_OK)
+    @patch("/", opt={"scope": "admin", "tenant_wide": True}, status_code=HTTP_200_OK)
     async def change(
         self,
         data: JSONBody[TenantSettingsIn],
