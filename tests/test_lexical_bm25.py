@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import text
 
+from knowmind.db.tenant_scope import UserScope
 from knowmind.models.language import language_detector
 from knowmind.recall.base import RecallRequest, StageContext
 from knowmind.recall.bm25 import LexicalOptions, OkapiBM25Stage
@@ -285,6 +286,13 @@ async def test_candidates_come_from_the_impact_index_not_a_scan(db):
         plan = await lexical.bm25_plan(conn, request)
     assert "chunk_terms_impact" in plan
     assert "Seq Scan on chunk_terms" not in plan
+    # a session held to one end user (row-level security on chunks and memories): the same
+    scope = UserScope(tenant_id, "someone")
+    async with db.tenant_tx(scope) as conn:
+        request = await analysed_request(conn, scope, "Bericht Hafen Hamburg", budget=100)
+        plan = await lexical.bm25_plan(conn, request)
+    assert "chunk_terms_impact" in plan
+    assert "Seq Scan on chunk_terms" not in plan and "Seq Scan on chunks" not in plan
 
 
 async def stage_search(db, tenant_id, question, options=None):

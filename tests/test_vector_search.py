@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from knowmind.db.engine import Database
+from knowmind.db.tenant_scope import UserScope
 from knowmind.store.search import MemoryFilters
 from knowmind.store.sql import vector_text
 from knowmind.store.vector_search import (
@@ -97,6 +98,21 @@ async def test_hnsw_path_walks_the_index_whatever_the_time_predicates(db, tenant
         plan = await explain_vector_search(conn, large, _query(3), filters, 10, "hnsw")
     assert "Index Scan using chunks_embedding" in plan, plan
     assert "Seq Scan" not in plan and "Sort Key: ((c.embedding" not in plan, plan
+
+
+async def test_a_user_sessions_paths_keep_their_plans(db, tenants):
+    """Held to one end user (row-level security on chunks and memories), the HNSW path still
+    walks the index and the exact path reads the tenant's rows through its index."""
+    large, small = tenants
+    for tenant, path in ((large, "hnsw"), (small, "exact")):
+        scope = UserScope(tenant, "someone")
+        async with db.tenant_tx(scope) as conn:
+            plan = await explain_vector_search(conn, scope, _query(3), _time_and_type(), 10, path)
+        assert "Seq Scan" not in plan and "Sort Key: ((c.embedding" not in plan, plan
+        if path == "hnsw":
+            assert "Index Scan using chunks_embedding" in plan, plan
+        else:
+            assert "chunks_tenant" in plan or "chunks_pkey" in plan, plan
 
 
 async def test_exact_path_reads_only_the_tenants_rows(db, tenants):
