@@ -13,6 +13,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = ["DATASETS", "Dataset", "Doc", "Query", "Source", "load", "with_typo"]
@@ -62,6 +63,9 @@ class Doc:
     text: str
     relations: tuple[dict[str, str], ...] = ()  # inline relations remembered with the doc
     partition: str = ""  # docs and queries of one partition share a tenant of their own
+    occurred_at: datetime | None = None  # when it was said (a conversation's turn)
+    speaker: str | None = None
+    session: str | None = None  # the conversation session it belongs to
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class Query:
     text: str
     partition: str = ""
     kind: str = ""  # a category reported apart (LoCoMo's category, a relation path's hops)
+    reference_time: datetime | None = None  # when it is asked ("last week" is relative to it)
 
 
 @dataclass(slots=True)
@@ -204,31 +209,42 @@ LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single
 
 
 def _locomo(data_dir: Path) -> Dataset:
-    """LoCoMo: each conversation a partition (a tenant), each turn a memory titled with its
-    speaker; questions of categories 1-4 (5, adversarial, has no answer in the conversation),
-    judged by their evidence turns."""
+    """LoCoMo: each conversation a partition (a tenant), each turn a memory said by its speaker
+    at its session's date and time; questions of categories 1-4 (5, adversarial, has no answer
+    in the conversation), asked after the last session, judged by their evidence turns."""
     items = json.loads(_read(data_dir, "locomo/locomo_conv2-9.json"))
     docs, queries, qrels = [], [], {}
     for n, item in enumerate(items, start=LOCOMO_FIRST):
         conv = f"c{n}"
         talk = item["conversation"]
+        last = datetime.min.replace(tzinfo=UTC)
         for key, turns in talk.items():
             if not key.startswith("session_") or key.endswith("date_time"):
                 continue
+            when = _locomo_time(talk[f"{key}_date_time"])
+            last = max(last, when)
             for turn in turns:
                 text = turn["text"]
                 if turn.get("blip_caption"):
                     text += f" [shares a photo: {turn['blip_caption']}]"
-                docs.append(Doc(f"{conv}:{turn['dia_id']}", turn["speaker"], text, (), conv))
+                speaker = turn["speaker"]
+                doc_id = f"{conv}:{turn['dia_id']}"
+                docs.append(Doc(doc_id, speaker, text, (), conv, when, speaker, key))
         for i, qa in enumerate(item["qa"]):
             category = qa.get("category")
             gold = {f"{conv}:{e}": 1 for e in qa.get("evidence", []) if isinstance(e, str)}
             if category not in LOCOMO_CATEGORIES or not gold:
                 continue
             qid = f"{conv}:q{i}"
-            queries.append(Query(qid, qa["question"], conv, LOCOMO_CATEGORIES[category]))
+            kind = LOCOMO_CATEGORIES[category]
+            queries.append(Query(qid, qa["question"], conv, kind, last))
             qrels[qid] = gold
     return Dataset("locomo", "english", docs, queries, qrels, sources=[FILES[_LOCOMO_FILE]])
+
+
+def _locomo_time(text: str) -> datetime:
+    """A session's date and time as LoCoMo writes it ("1:56 pm on 8 May, 2023"), read as UTC."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
 _LOCOMO_FILE = "locomo/locomo_conv2-9.json"

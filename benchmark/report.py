@@ -23,7 +23,8 @@ REFERENCE_MUSIQUE_R5 = {"vector": 0.617, "txtai-bb25": 0.619}
 SUMMARY_SYSTEMS = (
     "fulltext", "vector", "hybrid", "knowmind", "knowmind-rrf",
     "knowmind-no-bm25", "knowmind-no-vector", "knowmind-no-graph", "knowmind-no-identity",
-    "knowmind-no-relations", "knowmind-no-typo", "knowmind-no-compounds",
+    "knowmind-no-relations", "knowmind-no-time", "knowmind-no-speaker", "knowmind-no-typo",
+    "knowmind-no-compounds",
     "knowmind-no-query-language", "txtai-bb25", "lancedb-hybrid",
 )  # fmt: skip
 

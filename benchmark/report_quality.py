@@ -12,7 +12,10 @@ from benchmark.stats import split_of
 
 __all__ = ["calibration_section", "kinds_section"]
 
-KIND_SYSTEMS = ("fulltext", "vector", "hybrid", "knowmind-rrf", "knowmind")
+KIND_SYSTEMS = (
+    "fulltext", "vector", "hybrid", "knowmind-rrf", "knowmind-no-time", "knowmind-no-speaker",
+    "knowmind",
+)  # fmt: skip
 KIND_METRICS = {"relations": ("hits@1", "hits@3"), "locomo": ("recall@5", "recall@10", "ndcg@10")}
 BINS = 10
 

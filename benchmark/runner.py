@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from statistics import mean, quantiles
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,7 @@ from tqdm import tqdm
 from benchmark.datasets import Dataset
 from benchmark.metrics import aggregate, per_query
 from benchmark.stats import paired_test, primary_metric, split_metrics, split_of
+from knowmind.errors import OverloadedError
 from knowmind.ingest.pipeline import passage_text
 from knowmind.recall.base import RecallRequest
 from knowmind.recall.registry import STAGE_NAMES
@@ -35,7 +37,10 @@ __all__ = [
 ALL_STAGES = STAGE_NAMES
 # Stages worth an ablation here: the datasets carry no tagged statement chunks (knowmind's
 # client adds them), so "statements" finds nothing in them (tests/test_statements.py measures it).
-ABLATED_STAGES = tuple(s for s in STAGE_NAMES if s != "statements")
+ABLATED_STAGES = tuple(s for s in STAGE_NAMES if s not in ("statements", "time"))
+TIME_FEATURES = (
+    "in_window", "window_distance", "dated", "q_time", "q_when", "time_rank", "time_score",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +48,7 @@ class PipelineSystem:
     stages: tuple[str, ...] | None = None  # None: all
     fusion: str | None = None  # None: the runtime's default
     ranker: str | None = None  # None: the runtime's default
+    ignore_features: tuple[str, ...] = ()  # ranker features treated as unknown
     settings: tuple[tuple[str, object], ...] = ()  # overrides: a runtime of its own
 
 
@@ -65,6 +71,11 @@ PIPELINE_SYSTEMS: dict[str, PipelineSystem] = {
         for s in ABLATED_STAGES
     },
     "knowmind-rrf": PipelineSystem(fusion="rrf", ranker="rrf"),
+    # time awareness off: the stage and the ranker's time features; speaker evidence off
+    "knowmind-no-time": PipelineSystem(
+        tuple(x for x in ALL_STAGES if x != "time"), ignore_features=TIME_FEATURES
+    ),
+    "knowmind-no-speaker": PipelineSystem(ignore_features=("speaker_named",)),
     **{name: PipelineSystem(settings=o) for name, o in LEXICAL_ABLATIONS.items()},
 }
 INGEST_CONCURRENCY = 8
@@ -111,8 +122,11 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
                 source=doc.id,
                 memory_type="reference",
                 relations=inline_relations(doc.relations),
+                occurred_at=doc.occurred_at,
+                speaker=doc.speaker,
+                session_id=doc.session,
             )
-            await runtime.memories.remember(who, draft)
+            await _remember(runtime, who, draft)
             bar.update()
 
     await asyncio.gather(*(one(d) for d in dataset.docs))
@@ -139,6 +153,17 @@ def _searched(dataset: Dataset, tenants: Tenants) -> list[tuple[Dataset, Princip
     return list(zip(parts, tenants, strict=True))
 
 
+async def _remember(runtime: Runtime, who: Principal, draft: MemoryDraft) -> None:
+    """As a well-behaved client does: a write refused for the tenant's queued background work
+    (429) waits until extraction has caught up, then tries again."""
+    while True:
+        try:
+            await runtime.memories.remember(who, draft)
+            return
+        except OverloadedError as exc:
+            await asyncio.sleep(min(exc.retry_after_s, 1.0))
+
+
 async def run_pipeline_system(
     runtime: Runtime, tenants: Tenants, dataset: Dataset, name: str, system: PipelineSystem
 ) -> SystemResult:
@@ -147,7 +172,8 @@ async def run_pipeline_system(
     bar = tqdm(total=len(dataset.queries), desc=f"{dataset.name}/{name}", leave=False)
     for part, who in _searched(dataset, tenants):
         for query in part.queries:
-            outcome = await runtime.recall.recall(who, system_request(name, system, query.text))
+            request = system_request(name, system, query.text, query.reference_time)
+            outcome = await runtime.recall.recall(who, request)
             ranking = [r.chunk.source or "" for r in outcome.results]
             qrels = part.qrels[query.id]
             scores = per_query(ranking, qrels)
@@ -168,17 +194,21 @@ async def run_pipeline_system(
     return SystemResult(name, aggregate(rows), latency, per_q, sorted(notes))
 
 
-def system_request(name: str, system: PipelineSystem, text: str, k: int = K) -> RecallRequest:
+def system_request(
+    name: str, system: PipelineSystem, text: str, reference_time: datetime | None = None
+) -> RecallRequest:
     """The recall a system makes: baselines are plain fused rankings; knowmind systems use the
     configured ranker and rerank when a reranker is active."""
     ours = name.startswith("knowmind")
     return RecallRequest(
         text=text,
-        k=k,
+        k=K,
+        reference_time=reference_time,
         stages=system.stages,
         rerank=None if ours else False,
         fusion=system.fusion,
         ranker=system.ranker if ours else "rrf",
+        ignore_features=system.ignore_features,
         hops=2,
     )
 

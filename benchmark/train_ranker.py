@@ -67,7 +67,12 @@ async def collect(args: argparse.Namespace) -> Path:
                         if split not in splits:
                             continue
                         request = RecallRequest(
-                            text=query.text, k=10, ranker="rrf", rerank=False, explain=True
+                            text=query.text,
+                            k=10,
+                            ranker="rrf",
+                            rerank=False,
+                            explain=True,
+                            reference_time=query.reference_time,
                         )
                         outcome = await runtime.recall.recall(who, request)
                         row = _query_row(name, query, split, part, outcome.shortlist)

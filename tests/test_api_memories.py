@@ -100,6 +100,7 @@ async def test_recall_result_shape_and_stage_ranks(client, tenant):
         "graph": None,
         "identity": None,
         "relations": None,
+        "time": None,
     }
     # the fused score is RRF k=60, as a share of the best possible (first in both stages); the
     # score is the ranker's probability that the memory answers

@@ -29,6 +29,8 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
     ("knowmind_recall_at_time", "k"): (RecallIn, "k"),
     ("knowmind_recall_memories", "min_score"): (RecallIn, "min_score"),
     ("knowmind_recall_at_time", "min_score"): (RecallIn, "min_score"),
+    ("knowmind_recall_memories", "reference_time"): (RecallIn, "reference_time"),
+    ("knowmind_recall_at_time", "reference_time"): (RecallIn, "reference_time"),
     **{
         ("knowmind_store_memory", name): (MemoryIn, name)
         for name in (

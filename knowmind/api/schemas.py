@@ -321,6 +321,16 @@ class RecallIn(StrictBody):
     explain: bool = False
     as_of: Annotated[datetime, _moment("valid time: what was true then")] | None = None
     known_at: Annotated[datetime, _moment("transaction time: what we knew then")] | None = None
+    reference_time: (
+        Annotated[
+            datetime,
+            _moment(
+                'what a time in the question is relative to ("last week", "gestern"); '
+                "default: as_of, else now"
+            ),
+        ]
+        | None
+    ) = None
 
     def __post_init__(self) -> None:
         require_visible(self.query, "query")

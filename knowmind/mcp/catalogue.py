@@ -78,6 +78,12 @@ _RELATIONS = _schema(
 _QUERY = _schema(c.Query, "the question or search text, any language")
 _K = _schema(c.K, "number of results", default=c.K_DEFAULT)
 _HOPS = _schema(c.Hops, "graph hops (0 = text/vector only)", default=c.HOPS_DEFAULT)
+_REFERENCE_TIME = {
+    "type": "string",
+    "format": "date-time",
+    "description": "what a time in the question is relative to (\"last week\", \"gestern\"); "
+    "ISO-8601, default: as_of, else now",
+}
 _MIN_SCORE = _schema(
     c.MinScore,
     "drop results whose score (the probability, 0-1, that they answer) is below this",
@@ -175,6 +181,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 "k": _K,
                 "hops": _HOPS,
                 "min_score": _MIN_SCORE,
+                "reference_time": _REFERENCE_TIME,
                 **_RECALL_FILTERS,
             },
             ("query",),
@@ -196,6 +203,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 },
                 "k": _K,
                 "min_score": _MIN_SCORE,
+                "reference_time": _REFERENCE_TIME,
                 **_RECALL_FILTERS,
             },
             ("query",),

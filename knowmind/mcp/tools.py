@@ -55,6 +55,7 @@ async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
         hops=a["hops"],
         min_score=a["min_score"],
         filters=_filters(a),
+        reference_time=a.get("reference_time"),
     )
     outcome = await rt.recall.recall(who, request)
     return client_recall_result(outcome)
@@ -64,7 +65,11 @@ async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     """Without ``as_of`` the filter is "valid now" by the database's clock."""
     as_of: datetime | None = a.get("as_of")
     request = RecallRequest(
-        text=a["query"], k=a["k"], filters=_filters(a, as_of), min_score=a["min_score"]
+        text=a["query"],
+        k=a["k"],
+        filters=_filters(a, as_of),
+        min_score=a["min_score"],
+        reference_time=a.get("reference_time"),
     )
     outcome = await rt.recall.recall(who, request)
     return {"as_of": as_of or datetime.now(UTC), **client_recall_result(outcome)}

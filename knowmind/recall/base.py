@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from knowmind.db.engine import Database
 from knowmind.linking.matching import MatchedEntity
+from knowmind.recall.timeframe import TimeWindow
 from knowmind.store.search import MemoryFilters
 
 __all__ = [
@@ -40,6 +42,10 @@ class RecallRequest:
     ranker: str | None = None  # "learned" or "rrf"; None: the configured one
     rerank: bool | None = None  # None: when a reranker is active
     min_score: float = 0.0  # results scoring below it are dropped
+    # the time "last week" or "gestern" is relative to (None: ``filters.as_of``, else now)
+    reference_time: datetime | None = None
+    # ranker features treated as unknown (the benchmark's ablations; no door sets it)
+    ignore_features: tuple[str, ...] = ()
     hops: int = 2  # graph hops; 0 leaves the graph stage out
     explain: bool = False
 
@@ -83,6 +89,10 @@ class StageContext:
     question_language: str | None = None
     # whether the query embedding was asked for (the ranker reads it only then)
     embedding_started: Callable[[], bool] = lambda: False
+    # the event-time window the question names (None: it names none), and whether it asks
+    # for a time ("when …", "wann …")
+    time_window: TimeWindow | None = None
+    asks_when: bool = False
 
 
 class StageUnavailableError(RuntimeError):

@@ -19,13 +19,14 @@ from uuid import UUID
 import numpy as np
 
 from knowmind.linking.names import normalise_name
+from knowmind.recall.timeframe import TimeWindow
 from knowmind.store.candidates import CandidateFacts
 
 __all__ = ["FEATURE_NAMES", "RankingInput", "feature_matrix"]
 
 NAN = float("nan")
 # Stages whose rank and relative score are features (a stage not listed adds nothing).
-RANKED_STAGES = ("statements", "bm25", "vector", "graph", "identity", "relations")
+RANKED_STAGES = ("statements", "bm25", "vector", "graph", "identity", "relations", "time")
 # Query-level signals the stages report (stage, signal) → feature name.
 QUERY_SIGNALS = {
     ("bm25", "query_terms"): "q_terms",
@@ -51,6 +52,7 @@ ENTITY_FEATURES = (
     "entity_overlap", "titled_entity", "title_overlap", "hit_links", "bridge", "entities",
 )  # fmt: skip
 TOP_HITS = 5  # the text stages' first hits whose entities count as the question's context
+AGREEMENT_DEPTH = 10
 
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"{s}_rank" for s in RANKED_STAGES),
@@ -69,10 +71,17 @@ FEATURE_NAMES: tuple[str, ...] = (
     "statement",
     "memory_type",
     "recency",
+    "in_window",
+    "window_distance",
+    "dated",
+    "speaker_named",
     *EVIDENCE.values(),
     *QUERY_SIGNALS.values(),
     "q_words",
     "q_question",
+    "q_agreement",
+    "q_time",
+    "q_when",
 )
 # A question (not a list of keywords) starts with one of these or ends with "?".
 QUESTION_WORDS = frozenset((
@@ -102,6 +111,8 @@ class RankingInput:
     question_language: str | None = None
     question_words: frozenset[str] = frozenset()  # the question's normalised words
     question_text: str = ""
+    window: TimeWindow | None = None  # the event-time window the question names
+    asks_when: bool = False
 
 
 _COLUMN = {name: i for i, name in enumerate(FEATURE_NAMES)}
@@ -136,6 +147,8 @@ def feature_matrix(data: RankingInput) -> np.ndarray:
     _chunk_columns(data, facts, put)
     ages = _recency(data)
     put("recency", [ages.get(m, NAN) for m in memories])
+    _time_columns(data, facts, put)
+    put("speaker_named", [_speaker_named(f, data.question_words) for f in facts])
     for (stage, key), name in EVIDENCE.items():
         found = data.evidence.get(stage, {})
         put(name, [float(found.get(m, {}).get(key, NAN)) for m in memories])
@@ -143,7 +156,61 @@ def feature_matrix(data: RankingInput) -> np.ndarray:
         put(name, value)
     put("q_words", float(len(data.question_text.split())))
     put("q_question", float(_is_question(data.question_text)))
+    put("q_agreement", _agreement(data.rankings))
+    put("q_time", float(data.window is not None))
+    put("q_when", float(data.asks_when))
     return out
+
+
+def _time_columns(
+    data: RankingInput,
+    facts: Sequence[CandidateFacts | None],
+    put: Callable[[str, Sequence[float]], None],
+) -> None:
+    """Whether each candidate happened in the question's window and how far off it lies (in
+    window lengths; NaN without a window), and whether its event time was given."""
+    window = data.window
+    inside, distance, dated = [], [], []
+    for fact in facts:
+        if fact is None or fact.chunk.occurred_at is None:
+            inside.append(NAN)
+            distance.append(NAN)
+            dated.append(NAN)
+            continue
+        occurred = fact.chunk.occurred_at
+        dated.append(float(occurred != fact.chunk.created_at))
+        if window is None:
+            inside.append(NAN)
+            distance.append(NAN)
+            continue
+        inside.append(float(window.start <= occurred < window.end))
+        span = max((window.end - window.start).total_seconds(), 1.0)
+        off = max(
+            (window.start - occurred).total_seconds(), (occurred - window.end).total_seconds()
+        )
+        distance.append(max(0.0, off) / span)
+    put("in_window", inside)
+    put("window_distance", distance)
+    put("dated", dated)
+
+
+def _speaker_named(fact: CandidateFacts | None, question: frozenset[str]) -> float:
+    """1 when the question names who said the memory (their name or first name), 0 when it
+    does not, NaN for a memory without a speaker."""
+    if fact is None or not fact.chunk.speaker:
+        return NAN
+    names = normalise_name(fact.chunk.speaker).split()
+    return float(bool(names) and (names[0] in question or " ".join(names) in question))
+
+
+def _agreement(rankings: Mapping[str, Sequence[tuple[UUID, float]]]) -> float:
+    """How far the text stages agree: the share of the lexical stage's first ten memories that
+    are among the vector stage's first ten (NaN unless both ran)."""
+    lexical, vector = rankings.get("bm25"), rankings.get("vector")
+    if not lexical or not vector:
+        return NAN
+    first = {m for m, _ in vector[:AGREEMENT_DEPTH]}
+    return sum(m in first for m, _ in lexical[:AGREEMENT_DEPTH]) / AGREEMENT_DEPTH
 
 
 def _is_question(text: str) -> bool:
@@ -277,12 +344,12 @@ def _chunk_columns(
 
 
 def _recency(data: RankingInput) -> dict[UUID, float]:
-    """Each candidate's place by creation time among the short list: 0 newest, 1 oldest."""
+    """Each candidate's place by event time among the short list: 0 newest, 1 oldest."""
     created: dict[UUID, datetime] = {}
     for memory in data.memories:
         facts = data.facts.get(data.chunks[memory])
         if facts is not None:
-            created[memory] = facts.chunk.created_at
+            created[memory] = facts.chunk.occurred_at or facts.chunk.created_at
     order = sorted(created, key=lambda m: created[m], reverse=True)
     span = max(1, len(order) - 1)
     return {memory: i / span for i, memory in enumerate(order)}

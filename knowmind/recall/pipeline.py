@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -33,6 +34,7 @@ from knowmind.recall.fusion import (
 from knowmind.recall.ranker import Ranker, RankerUnavailableError, build_ranker
 from knowmind.recall.ranking import RankedCandidate, RankStep
 from knowmind.recall.rerank import RerankStep
+from knowmind.recall.timeframe import asks_when, resolve_window
 from knowmind.store.rows import ChunkHit
 
 __all__ = ["RecallOutcome", "RecallPipeline", "RecalledMemory"]
@@ -125,12 +127,15 @@ class RecallPipeline:
             name: asyncio.get_running_loop().create_future() for name in selected
         }
         embedding = _Once(lambda: self._embed(query.text, timings))
+        reference = query.reference_time or query.filters.as_of or datetime.now(UTC)
         ctx = StageContext(
             db=self.db,
             query_embedding=embedding,
             query_entities=_Once(lambda: self._entities(query)),
             results_of=lambda name: _results_of(finished, name),
             embedding_started=lambda: embedding.started,
+            time_window=resolve_window(query.text, _aware(reference)),
+            asks_when=asks_when(query.text),
         )
         runs = await asyncio.gather(
             *(self._run(self.stages[n], query, ctx, finished) for n in selected)
@@ -349,6 +354,11 @@ def _best_chunk_per_memory(runs: Sequence[_StageRun]) -> dict[UUID, UUID]:
             if len(seen) < best.get(candidate.memory_id, (10**9,))[0]:
                 best[candidate.memory_id] = (len(seen), candidate.chunk_id)
     return {memory_id: chunk_id for memory_id, (_, chunk_id) in best.items()}
+
+
+def _aware(moment: datetime) -> datetime:
+    """A time without a zone is UTC (as every door reads one)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _ms_since(started: float) -> float:

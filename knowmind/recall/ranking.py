@@ -90,8 +90,12 @@ class RankStep:
                     question_language=ctx.question_language,
                     question_words=frozenset(normalise_name(query.text).split()),
                     question_text=query.text,
+                    window=ctx.time_window,
+                    asks_when=ctx.asks_when,
                 )
             )
+        for name in query.ignore_features:
+            features[:, FEATURE_NAMES.index(name)] = np.nan
         scored = self.ranker.rank(features, shares)
         order = sorted(range(len(head)), key=lambda i: (-scored.raw[i], i))
         return [

@@ -21,6 +21,7 @@ from knowmind.recall.identity import IdentityStage
 from knowmind.recall.paths import RelationPathStage
 from knowmind.recall.statements import StatementStage
 from knowmind.recall.vector import VectorStage
+from knowmind.recall.when import TimeStage
 from knowmind.store.vector_search import (
     DEFAULT_EF_SEARCH,
     DEFAULT_EXACT_MAX_ROWS,
@@ -39,7 +40,7 @@ __all__ = [
 
 # "statements" comes first: where it ties with another stage on a memory, the answer shows its
 # chunk (the statement the question asked about; pipeline._best_chunk_per_memory).
-StageName = Literal["statements", "bm25", "vector", "graph", "identity", "relations"]
+StageName = Literal["statements", "bm25", "vector", "graph", "identity", "relations", "time"]
 STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
 
 
@@ -58,15 +59,21 @@ class StageParts:
 
 StageFactory = Callable[[StageParts], RecallStage]
 
+
+def _vector(parts: StageParts) -> VectorStage:
+    return VectorStage(
+        parts.vector_exact_max_rows, parts.vector_ef_search, parts.vector_tenant_ef_search
+    )
+
+
 STAGES: dict[StageName, StageFactory] = {
     "statements": lambda parts: StatementStage(),
     "bm25": lambda parts: OkapiBM25Stage(parts.lexical, parts.language_detector),
-    "vector": lambda parts: VectorStage(
-        parts.vector_exact_max_rows, parts.vector_ef_search, parts.vector_tenant_ef_search
-    ),
+    "vector": lambda parts: _vector(parts),
     "graph": lambda parts: GraphStage(parts.graph_reader, hit_wait_s=parts.graph_hit_wait_s),
     "identity": lambda parts: IdentityStage(),
     "relations": lambda parts: RelationPathStage(),
+    "time": lambda parts: TimeStage(_vector(parts)),
 }
 
 

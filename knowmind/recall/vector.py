@@ -10,6 +10,7 @@ from uuid import UUID
 
 from knowmind.db.tenant_scope import user_of
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
+from knowmind.store.search import MemoryFilters
 from knowmind.store.sql import Conn
 from knowmind.store.vector_search import (
     DEFAULT_EF_SEARCH,
@@ -43,6 +44,17 @@ class VectorStage:
         self._paths: dict[tuple[UUID, str | None], tuple[VectorPath, float]] = {}
 
     async def search(self, query: RecallRequest, ctx: StageContext) -> list[Candidate]:
+        found = await self.nearest(query, ctx, query.filters)
+        nearest_per_memory: dict[object, float] = {}
+        for candidate in found:
+            nearest_per_memory.setdefault(candidate.memory_id, candidate.score)
+        ctx.signals["vector"] = vector_signals(list(nearest_per_memory.values()))
+        return found
+
+    async def nearest(
+        self, query: RecallRequest, ctx: StageContext, filters: MemoryFilters
+    ) -> list[Candidate]:
+        """The chunks nearest the question among the memories ``filters`` let through."""
         embedding = await ctx.query_embedding()  # first: no connection held while it queues
         path = self._known_path(query.tenant)
         if path is None:
@@ -54,17 +66,13 @@ class VectorStage:
                 conn,
                 query.tenant,
                 embedding,
-                query.filters,
+                filters,
                 query.candidates,
                 path=path,
                 ef_search=path_ef_search(path, self.ef_search, self.tenant_ef_search),
             )
         if query.explain:
             ctx.explain["vector_path"] = path
-        nearest_per_memory: dict[object, float] = {}
-        for _, memory_id, score in rows:
-            nearest_per_memory.setdefault(memory_id, score)
-        ctx.signals["vector"] = vector_signals(list(nearest_per_memory.values()))
         return [Candidate(chunk_id, memory_id, score) for chunk_id, memory_id, score in rows]
 
     def _known_path(self, tenant: UUID) -> VectorPath | None:

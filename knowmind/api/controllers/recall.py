@@ -43,6 +43,7 @@ class RecallController(Controller):
             min_score=data.min_score,
             hops=data.hops,
             explain=data.explain,
+            reference_time=data.reference_time,
         )
         outcome = await runtime.recall.recall(principal, request)
         result = recall_result(outcome)
