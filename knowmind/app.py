@@ -26,6 +26,7 @@ from knowmind.api.controllers.jobs import JobController
 from knowmind.api.controllers.memories import MemoryController
 from knowmind.api.controllers.recall import RecallController
 from knowmind.api.controllers.settings import SettingsController
+from knowmind.api.controllers.turns import ConversationController
 from knowmind.api.controllers.ui import UIController
 from knowmind.api.controllers.users import TenantAccessController
 from knowmind.api.errors import exception_handlers
@@ -79,6 +80,7 @@ def create_app(
             AdminController,
             MemoryController,
             BatchController,
+            ConversationController,
             RecallController,
             EntityController,
             RelationController,

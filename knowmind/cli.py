@@ -430,6 +430,7 @@ def _import_into_database(
     from tqdm import tqdm
 
     from knowmind.api.batch_schemas import draft_or_error
+    from knowmind.client.jsonl import import_parts, is_conversation
     from knowmind.runtime import Runtime
     from knowmind.services.auth import Principal
     from knowmind.services.batch import MAX_BATCH_ITEMS, ItemError, remember_batch
@@ -437,14 +438,47 @@ def _import_into_database(
     embedder = build_embedder(settings.models.embedder, settings.models.embedder_threads)
     counts = {"created": 0, "unchanged": 0, "error": 0}
 
+    async def conversation(runtime: Runtime, who: Principal, line: JsonLine) -> str | None:
+        """A session line, through the conversation service; the reason it failed."""
+        from knowmind.api.turn_schemas import conversation_or_error
+        from knowmind.contract.limits import MAX_MESSAGES
+        from knowmind.services.turns import remember_conversation
+
+        body = dict(line.item)
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return "messages: must be an array"
+        offset = body.get("offset", 0)
+        for start in range(0, max(len(messages), 1), MAX_MESSAGES):  # parts, as the client
+            part = body | {"messages": messages[start : start + MAX_MESSAGES]}
+            if start:
+                part["offset"] = offset + start
+            draft = conversation_or_error(part)
+            if isinstance(draft, ItemError):
+                return f"{draft.field or 'item'}: {draft.message}"
+            try:
+                done = await remember_conversation(runtime.memories, who, draft)
+            except InvalidInputError as exc:
+                return f"{exc.field}: {exc.message}"
+            body["session_id"] = done.session_id
+            counts["created"] += done.created
+            counts["unchanged"] += done.unchanged
+        return None
+
     async def run() -> None:
         runtime = await Runtime.start(settings, embedder)
         try:
             tenant = await runtime.admin.get_tenant(args.tenant)
             who = Principal(tenant.id, frozenset({"write"}), language=tenant.language)
             bar = tqdm(total=len(lines), unit="memory", desc=args.file.name, file=sys.stderr)
-            for start in range(0, len(lines), MAX_BATCH_ITEMS):
-                part = lines[start : start + MAX_BATCH_ITEMS]
+            for part in import_parts(lines, MAX_BATCH_ITEMS):
+                if is_conversation(part[0]):
+                    failed = await conversation(runtime, who, part[0])
+                    if failed is not None:
+                        counts["error"] += 1
+                        bar.write(f"line {part[0].number}: {failed}", sys.stderr)
+                    bar.update(1)
+                    continue
                 items = [
                     ItemError("", line.error) if line.error else draft_or_error(line.item)
                     for line in part
@@ -574,7 +608,12 @@ def build_parser() -> argparse.ArgumentParser:
     load = sub.add_parser(
         "import", help="import memories from a JSON Lines file (one memory per line)"
     )
-    load.add_argument("file", type=Path, help="FILE.jsonl: one POST /v1/memories body per line")
+    load.add_argument(
+        "file",
+        type=Path,
+        help="FILE.jsonl: one POST /v1/memories body per line, or a conversation "
+        "(a POST /v1/memories/conversation body: {messages: [...], session_id?, ...})",
+    )
     load.add_argument("--url", default=os.environ.get("KNOWMIND_URL"), help="or KNOWMIND_URL")
     load.add_argument(
         "--token", default=os.environ.get("KNOWMIND_TOKEN"), help="or $KNOWMIND_TOKEN"

@@ -439,6 +439,13 @@ class IngestSettings:
             "its detected language"
         },
     )
+    turn_context: int = field(
+        default=2,
+        metadata={
+            "doc": "Earlier turns (0-8) a remembered conversation turn is embedded and indexed "
+            "with, so a short reply matches what it answers; 0: the speaker only"
+        },
+    )
 
     @property
     def extractor_list(self) -> list[str]:
@@ -569,6 +576,8 @@ class Settings:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be on or off")
         if self.recall.bm25_k1 < 0 or not 0 <= self.recall.bm25_b <= 1:
             raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
+        if not 0 <= ingest.turn_context <= 8:
+            raise SettingsError("KNOWMIND_TURN_CONTEXT must be within 0–8")
 
 
 def _check_registered_names(settings: Settings) -> None:

@@ -178,3 +178,59 @@ def test_the_cli_imports_jsonl_over_http(server, tmp_path):
         check=False,
     )
     assert missing.returncode == 2 and "--url and --token" in missing.stderr
+
+
+def test_a_conversation_through_the_blocking_client_and_knowmind_import(server, tmp_path):
+    """``remember_conversation`` (each message a memory, typed result; again: unchanged) and a
+    conversation line of ``knowmind import`` over HTTP beside memory lines."""
+    import json
+
+    base, _ = server
+    token = tenant_token(base, ADMIN_TOKEN, "conversation", ["read", "write"])
+    messages = [
+        {"speaker": "Caroline", "role": "user", "content": "Shall we meet at the harbour cafe?"},
+        {"speaker": "Melanie", "role": "user", "content": "The one with the blue door?"},
+        {"speaker": "Caroline", "role": "user", "content": "Yes, that one!"},
+    ]
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    with Knowmind(base, token) as km:
+        done = km.remember_conversation(messages, session_id="s-sdk", occurred_at=when)
+        assert (done.status, done.created, done.session_id) == ("created", 3, "s-sdk")
+        assert [t.turn for t in done.turns] == [0, 1, 2]
+        assert {(s.name, s.entity_class) for s in done.speakers} == {
+            ("Caroline", "Person"),
+            ("Melanie", "Person"),
+        }
+        reply = km.memory(done.turns[2].id)
+        assert (reply.content, reply.speaker, reply.session_id) == (
+            "Yes, that one!",
+            "Caroline",
+            "s-sdk",
+        )
+        assert reply.occurred_at == when
+        again = km.remember_conversation(messages, session_id="s-sdk", occurred_at=when)
+        assert (again.status, again.unchanged) == ("unchanged", 3)
+        with pytest.raises(KnowmindAPIError) as refused:
+            km.remember_conversation([{"content": " "}])
+        assert refused.value.status == 422 and refused.value.field == "messages[0].content"
+    lines = [
+        json.dumps({"content": "Die Kantine öffnet um 11:30 Uhr."}),
+        json.dumps({"session_id": "s-import", "messages": messages}),
+        json.dumps({"session_id": "s-bad", "messages": [{"content": "x", "role": ""}]}),
+    ]
+    source = tmp_path / "chat.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    env = {"PATH": "/usr/bin:/bin", "KNOWMIND_URL": base, "KNOWMIND_TOKEN": token}
+    imported = subprocess.run(
+        [sys.executable, "-m", "knowmind", "import", str(source)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert imported.returncode == 1, imported.stderr
+    assert "4 created, 0 unchanged, 1 failed" in imported.stdout, imported.stdout
+    assert "line 3: messages[0].role:" in imported.stderr, imported.stderr
+    with Knowmind(base, token) as km:
+        assert len(list(km.memories())) == 3 + 1 + 3

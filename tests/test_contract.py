@@ -16,6 +16,7 @@ from knowmind.api.answer_schemas import AnswerIn
 from knowmind.api.document_schemas import DocumentIn
 from knowmind.api.graph_schemas import EntityIn, LinkIn
 from knowmind.api.schemas import MemoryIn, RecallFilters, RecallIn, RelationIn, SupersedeIn
+from knowmind.api.turn_schemas import ConversationIn, MessageIn
 from knowmind.contract import limits
 from knowmind.mcp.catalogue import SPECS
 from knowmind.services.memories import MEMORY_TYPES
@@ -54,6 +55,10 @@ TWINS: dict[tuple[str, str], tuple[type[msgspec.Struct], str]] = {
     **{
         ("knowmind_upsert_entity", name): (EntityIn, name)
         for name in ("name", "entity_class", "description", "aliases")
+    },
+    **{
+        ("knowmind_remember_conversation", name): (ConversationIn, name)
+        for name in ("messages", "session_id", "user_id", "agent_id", "occurred_at", "offset")
     },
     ("knowmind_link_entities", "rel_type"): (LinkIn, "rel_type"),
     ("knowmind_link_entities", "confidence"): (LinkIn, "confidence"),
@@ -133,9 +138,11 @@ def test_rest_and_mcp_limits_agree(tool: str, argument: str):
     mcp = _mcp_properties()[(tool, argument)]
     if mcp.get("type") == "object" or rest.get("type") == "object":
         pytest.fail("objects are compared field by field (relations below)")
-    if "$ref" in rest.get("items", {}):
-        assert rest["items"]["$ref"].endswith("/RelationIn") and argument == "relations"
+    if "$ref" in rest.get("items", {}):  # compared field by field below
+        struct_of_items = {"relations": "/RelationIn", "messages": "/MessageIn"}[argument]
+        assert rest["items"]["$ref"].endswith(struct_of_items)
         assert mcp["maxItems"] == rest["maxItems"]
+        assert mcp.get("minItems") == rest.get("minItems")
         return
     assert _limits(mcp) == _limits(rest), f"{tool}.{argument} drifted from {struct.__name__}"
     if rest_default is not None and not callable(rest_default):
@@ -153,6 +160,17 @@ def test_inline_relation_limits_agree(tool: str):
         if default is not None:
             assert mcp["properties"][field].get("default") == default
     required = [f.name for f in msgspec.inspect.type_info(RelationIn).fields if f.required]
+    assert mcp["required"] == required
+
+
+def test_conversation_message_limits_agree():
+    mcp = _mcp_properties()[("knowmind_remember_conversation", "messages")]["items"]
+    rest_fields = [f.name for f in msgspec.inspect.type_info(MessageIn).fields]
+    assert set(mcp["properties"]) == set(rest_fields)
+    for field in rest_fields:
+        rest, _ = _rest_property(MessageIn, field)
+        assert _limits(mcp["properties"][field]) == _limits(rest), f"messages.{field} drifted"
+    required = [f.name for f in msgspec.inspect.type_info(MessageIn).fields if f.required]
     assert mcp["required"] == required
 
 

@@ -15,6 +15,7 @@ from knowmind.client.http import AsyncKnowmind, Knowmind, RetryPolicy
 from knowmind.client.types import (
     BatchItem,
     BatchResult,
+    Conversation,
     Document,
     Hit,
     Job,
@@ -23,12 +24,15 @@ from knowmind.client.types import (
     MemoryPage,
     Recall,
     Remembered,
+    Speaker,
+    Turn,
 )
 
 __all__ = [
     "AsyncKnowmind",
     "BatchItem",
     "BatchResult",
+    "Conversation",
     "Document",
     "Hit",
     "Job",
@@ -39,4 +43,6 @@ __all__ = [
     "Recall",
     "Remembered",
     "RetryPolicy",
+    "Speaker",
+    "Turn",
 ]

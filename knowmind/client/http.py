@@ -21,6 +21,7 @@ import msgspec
 
 from knowmind.client.types import (
     BatchResult,
+    Conversation,
     Document,
     Job,
     KnowmindAPIError,
@@ -28,9 +29,10 @@ from knowmind.client.types import (
     MemoryPage,
     Recall,
     Remembered,
+    Speaker,
 )
 
-__all__ = ["AsyncKnowmind", "Knowmind", "RetryPolicy"]
+__all__ = ["CONVERSATION_PART", "AsyncKnowmind", "Knowmind", "RetryPolicy"]
 
 T = TypeVar("T")
 _RETRY_STATUSES = frozenset({429, 503})
@@ -83,6 +85,47 @@ def _json(value: Any) -> Any:
     return msgspec.to_builtins({k: v for k, v in value.items() if v is not None})
 
 
+#: Messages per request of ``remember_conversation`` (the server's limit): a longer conversation
+#: is sent in parts, each with the position of its first message (``offset``).
+CONVERSATION_PART = 1000
+_CONVERSATION = "/v1/memories/conversation"
+
+
+def _conversation_body(
+    messages: list[dict[str, Any]], offset: int, session_id: str | None, fields: dict[str, Any]
+) -> dict[str, Any]:
+    body: dict[str, Any] = _json({**fields, "session_id": session_id, "offset": offset})
+    return body | {"messages": [_json(m) for m in messages]}
+
+
+def _conversation_parts(count: int, part: int) -> list[tuple[int, int]]:
+    return [(start, min(count, start + part)) for start in range(0, count, part)]
+
+
+def _merged(parts: list[tuple[int, Conversation]]) -> Conversation:
+    """One result for a conversation sent in parts (``parts``: first message, result)."""
+    speakers: dict[tuple[str, str], Speaker] = {}
+    for _, done in parts:
+        for speaker in done.speakers:
+            known = speakers.get((speaker.name, speaker.entity_class))
+            if known is None or known.id is None:
+                speakers[(speaker.name, speaker.entity_class)] = speaker
+    turns = [
+        msgspec.structs.replace(turn, index=turn.index + start)
+        for start, done in parts
+        for turn in done.turns
+    ]
+    created = sum(done.created for _, done in parts)
+    return Conversation(
+        session_id=parts[0][1].session_id,
+        status="created" if created else "unchanged",
+        created=created,
+        unchanged=sum(done.unchanged for _, done in parts),
+        turns=turns,
+        speakers=list(speakers.values()),
+    )
+
+
 class Knowmind:
     """A blocking client: ``Knowmind("http://host:8080", "kmt_…").recall("Wer …?")``."""
 
@@ -133,6 +176,38 @@ class Knowmind:
         """Up to 100 memories (each like ``remember``'s arguments), per-item results."""
         body = {"items": [_json(item) for item in items]}
         return self._call("POST", "/v1/memories/batch", BatchResult, json=body)
+
+    def remember_conversation(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        offset: int = 0,
+        **fields: Any,
+    ) -> Conversation:
+        """Each message (``content``, ``speaker``, ``role``, ``occurred_at``, ``id``) a memory;
+        ``fields``: metadata, user_id, agent_id, occurred_at. Messages stored already answer
+        ``unchanged``. More than ``CONVERSATION_PART`` messages (or a part over the server's
+        body limit) are sent in parts of the same session, each with its offset."""
+        parts: list[tuple[int, Conversation]] = []
+
+        def send(start: int, end: int) -> None:
+            nonlocal session_id
+            body = _conversation_body(messages[start:end], offset + start, session_id, fields)
+            try:
+                done = self._call("POST", _CONVERSATION, Conversation, json=body)
+            except KnowmindAPIError as exc:
+                if exc.status != 413 or end - start < 2:
+                    raise
+                send(start, (start + end) // 2)
+                send((start + end) // 2, end)
+                return
+            session_id = done.session_id
+            parts.append((start, done))
+
+        for start, end in _conversation_parts(len(messages), CONVERSATION_PART) or [(0, 0)]:
+            send(start, end)
+        return _merged(parts)
 
     def recall(self, query: str, k: int = 5, min_score: float = 0.0, **options: Any) -> Recall:
         """Each hit's ``score`` is the probability (0–1) that it answers the question;
@@ -226,6 +301,35 @@ class AsyncKnowmind:
     async def remember_many(self, items: list[dict[str, Any]]) -> BatchResult:
         body = {"items": [_json(item) for item in items]}
         return await self._call("POST", "/v1/memories/batch", BatchResult, json=body)
+
+    async def remember_conversation(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        offset: int = 0,
+        **fields: Any,
+    ) -> Conversation:
+        """See :meth:`Knowmind.remember_conversation`."""
+        parts: list[tuple[int, Conversation]] = []
+
+        async def send(start: int, end: int) -> None:
+            nonlocal session_id
+            body = _conversation_body(messages[start:end], offset + start, session_id, fields)
+            try:
+                done = await self._call("POST", _CONVERSATION, Conversation, json=body)
+            except KnowmindAPIError as exc:
+                if exc.status != 413 or end - start < 2:
+                    raise
+                await send(start, (start + end) // 2)
+                await send((start + end) // 2, end)
+                return
+            session_id = done.session_id
+            parts.append((start, done))
+
+        for start, end in _conversation_parts(len(messages), CONVERSATION_PART) or [(0, 0)]:
+            await send(start, end)
+        return _merged(parts)
 
     async def recall(
         self, query: str, k: int = 5, min_score: float = 0.0, **options: Any

@@ -1,5 +1,7 @@
 """Import a JSON Lines file of memories (one ``POST /v1/memories`` body per line) through the
 batch endpoint: 100 lines a request, per-line results, a malformed line reported and skipped.
+A line that is a conversation (a ``POST /v1/memories/conversation`` body: it has ``messages``)
+is sent on its own through ``remember_conversation``: its turns count as memories.
 
 Safe to run again after an interruption: the server stores a memory once per content, so lines
 stored already answer ``unchanged``."""
@@ -7,7 +9,7 @@ stored already answer ``unchanged``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,16 @@ from typing import Any
 from knowmind.client.http import Knowmind
 from knowmind.client.types import KnowmindAPIError
 
-__all__ = ["BATCH_SIZE", "ImportSummary", "JsonLine", "LineResult", "import_lines", "read_jsonl"]
+__all__ = [
+    "BATCH_SIZE",
+    "ImportSummary",
+    "JsonLine",
+    "LineResult",
+    "import_lines",
+    "import_parts",
+    "is_conversation",
+    "read_jsonl",
+]
 
 BATCH_SIZE = 100  # the batch endpoint's limit
 _TOO_LARGE = 413
@@ -34,6 +45,7 @@ class LineResult:
     number: int
     status: str  # "created" | "unchanged" | "error"
     error: str | None = None  # "field: message" for an error
+    turns: tuple[int, int] | None = None  # a conversation: its turns created and unchanged
 
 
 @dataclass(slots=True)
@@ -45,7 +57,10 @@ class ImportSummary:
 
     def add(self, results: Sequence[LineResult]) -> None:
         for result in results:
-            if result.status == "created":
+            if result.turns is not None and result.status != "error":
+                self.created += result.turns[0]
+                self.unchanged += result.turns[1]
+            elif result.status == "created":
                 self.created += 1
             elif result.status == "unchanged":
                 self.unchanged += 1
@@ -81,12 +96,55 @@ def import_lines(
     request for its content (4xx) fails its lines; one about the token or the server (401,
     403, 5xx after the client's retries, no connection) stops the import and is raised."""
     summary = ImportSummary()
-    for start in range(0, len(lines), batch_size):
-        results = _send(client, list(lines[start : start + batch_size]))
+    for part in import_parts(lines, batch_size):
+        conversation = is_conversation(part[0])
+        results = _send_conversation(client, part[0]) if conversation else _send(client, part)
         summary.add(results)
         if on_batch is not None:
             on_batch(results)
     return summary
+
+
+def is_conversation(line: JsonLine) -> bool:
+    """A line that is a conversation (it has ``messages``; a memory's body never has)."""
+    return line.error is None and isinstance(line.item, dict) and "messages" in line.item
+
+
+def import_parts(lines: Sequence[JsonLine], batch_size: int) -> Iterator[list[JsonLine]]:
+    """Runs of up to ``batch_size`` memory lines, and each conversation line alone, in order."""
+    batch: list[JsonLine] = []
+    for line in lines:
+        if is_conversation(line):
+            if batch:
+                yield batch
+                batch = []
+            yield [line]
+            continue
+        batch.append(line)
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _send_conversation(client: Knowmind, line: JsonLine) -> list[LineResult]:
+    body = dict(line.item)
+    messages, offset = body.pop("messages"), body.pop("offset", 0)
+    if not isinstance(messages, list):
+        return [LineResult(line.number, "error", "messages: must be an array")]
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        return [LineResult(line.number, "error", "offset: must be an integer")]
+    try:
+        done = client.remember_conversation(messages, offset=offset, **body)
+    except KnowmindAPIError as exc:
+        if exc.status not in _CONTENT_REFUSALS:
+            raise
+        reason = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
+        return [LineResult(line.number, "error", reason)]
+    except TypeError as exc:  # a key the client does not take as an argument
+        return [LineResult(line.number, "error", f"item: {exc}")]
+    return [LineResult(line.number, done.status, turns=(done.created, done.unchanged))]
 
 
 def _send(client: Knowmind, part: list[JsonLine]) -> list[LineResult]:

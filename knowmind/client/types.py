@@ -12,6 +12,7 @@ import msgspec
 __all__ = [
     "BatchItem",
     "BatchResult",
+    "Conversation",
     "Document",
     "Hit",
     "Job",
@@ -20,6 +21,8 @@ __all__ = [
     "MemoryPage",
     "Recall",
     "Remembered",
+    "Speaker",
+    "Turn",
 ]
 
 
@@ -109,6 +112,34 @@ class BatchResult(msgspec.Struct):
     unchanged: int
     failed: int
     results: list[BatchItem]
+
+
+class Turn(msgspec.Struct):
+    """One message of a remembered conversation: the memory it is."""
+
+    index: int  # in the messages given
+    turn: int  # position in the session
+    status: str  # "created" | "unchanged"
+    id: UUID | None = None
+    chunks: int = 0
+    job_id: UUID | None = None
+
+
+class Speaker(msgspec.Struct):
+    name: str
+    entity_class: str  # "Person" | "SoftwareAgent"
+    id: UUID | None = None  # the entity its turns mention
+
+
+class Conversation(msgspec.Struct):
+    """What ``remember_conversation`` stored: a turn per message, in order."""
+
+    session_id: str
+    status: str  # "created" (a turn was new) | "unchanged"
+    created: int
+    unchanged: int
+    turns: list[Turn] = msgspec.field(default_factory=list)
+    speakers: list[Speaker] = msgspec.field(default_factory=list)
 
 
 class Document(msgspec.Struct):

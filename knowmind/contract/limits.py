@@ -19,6 +19,8 @@ __all__ = [
     "HOPS_DEFAULT",
     "INVISIBLE",
     "K_DEFAULT",
+    "MAX_MESSAGES",
+    "MAX_TURN_OFFSET",
     "MEMORY_TYPES",
     "NO_NUL",
     "PREDICATE_PATTERN",
@@ -34,6 +36,8 @@ __all__ = [
     "Hops",
     "K",
     "MemoryType",
+    "MessageCount",
+    "MessageId",
     "MinScore",
     "ModelName",
     "Name",
@@ -49,6 +53,7 @@ __all__ = [
     "TagList",
     "Text",
     "Title",
+    "TurnOffset",
     "json_schema",
     "reject_nul",
     "require_visible",
@@ -134,6 +139,13 @@ ScopeId = Annotated[str, Meta(min_length=1, max_length=SCOPE_ID_MAX_CHARS, patte
 #: Who said it (a name) and in which role (user, assistant, …).
 Speaker = Annotated[str, Meta(min_length=1, max_length=NAME_MAX_CHARS, pattern=NO_NUL)]
 Role = Annotated[str, Meta(min_length=1, max_length=ROLE_MAX_CHARS, pattern=NO_NUL)]
+#: A remembered conversation: its messages per call, a message's own id (it identifies the
+#: turn across calls), the position of the call's first message in its session.
+MAX_MESSAGES = 1000
+MAX_TURN_OFFSET = 1_000_000
+MessageCount = Meta(min_length=1, max_length=MAX_MESSAGES)
+MessageId = Annotated[str, Meta(min_length=1, max_length=SCOPE_ID_MAX_CHARS, pattern=SCOPE_PATTERN)]
+TurnOffset = Annotated[int, Meta(ge=0, le=MAX_TURN_OFFSET)]
 
 
 def json_schema(kind: Any, description: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -110,6 +110,16 @@ _RECALL_FILTERS = {
     "occurred_before": _instant("event time before this ISO-8601 instant (UTC when no offset)"),
 }
 _NODE = "id of a memory or entity"
+_MESSAGE = _object(
+    {
+        "content": _schema(c.Content, "what was said"),
+        "speaker": _schema(c.Speaker, "who said it (a name; becomes a Person entity)"),
+        "role": _schema(c.Role, "the speaker's role: user, assistant, …"),
+        "occurred_at": _instant("when it was said (ISO 8601; UTC when no offset)"),
+        "id": _schema(c.MessageId, "the message's id in the conversation (default: its position)"),
+    },
+    ("content",),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +244,36 @@ SPECS: tuple[ToolSpec, ...] = (
             },
             ("content",),
             extra_keys=True,
+        ),
+    ),
+    _write(
+        "knowmind_remember_conversation",
+        "Remember a conversation",
+        "Store a conversation (a session) in one call: each message becomes a memory with its "
+        "time, speaker and role, recallable on its own and matched with the messages before "
+        "it (a short reply finds what it answers); each speaker becomes an entity. Send the "
+        "whole session again with new messages appended: those stored already are reported "
+        "unchanged. (Not knowmind_answer's conversation_id, which threads questions.)",
+        _object(
+            {
+                "messages": _schema(
+                    Annotated[list[Any], c.MessageCount], "the messages in order", items=_MESSAGE
+                ),
+                "session_id": _schema(
+                    c.ScopeId, "the session (default: derived from the first message)"
+                ),
+                "user_id": _SCOPES["user_id"],
+                "agent_id": _SCOPES["agent_id"],
+                "occurred_at": _instant(
+                    "when the messages without a time of their own were said (ISO 8601)"
+                ),
+                "offset": _schema(
+                    c.TurnOffset,
+                    "the position of the first message in the session (a later part)",
+                    default=0,
+                ),
+            },
+            ("messages",),
         ),
     ),
     _write(

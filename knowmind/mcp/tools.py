@@ -17,11 +17,14 @@ from knowmind.services.memories import MemoryDraft
 from knowmind.services.outputs import (
     answer_result,
     client_recall_result,
+    conversation_result,
     document_result,
     inline_relations,
     memory_preview,
     remembered,
 )
+from knowmind.services.turns import ConversationDraft, TurnDraft
+from knowmind.services.turns import remember_conversation as remember_turns
 from knowmind.store.search import MemoryFilters
 
 __all__ = ["TOOLS", "Tool", "listed_tools"]
@@ -92,6 +95,27 @@ async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
         session_id=a.get("session_id"),
     )
     return remembered(await rt.memories.remember(who, draft))
+
+
+async def remember_conversation(rt: Runtime, who: Principal, a: Args) -> Args:
+    conversation = ConversationDraft(
+        messages=tuple(
+            TurnDraft(
+                content=m["content"],
+                speaker=m.get("speaker"),
+                role=m.get("role"),
+                occurred_at=m.get("occurred_at"),
+                id=m.get("id"),
+            )
+            for m in a["messages"]
+        ),
+        session_id=a.get("session_id"),
+        user_id=a.get("user_id"),
+        agent_id=a.get("agent_id"),
+        occurred_at=a.get("occurred_at"),
+        offset=a["offset"],
+    )
+    return conversation_result(await remember_turns(rt.memories, who, conversation))
 
 
 async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
@@ -196,6 +220,7 @@ _HANDLERS: dict[str, Handler] = {
     "knowmind_recall_memories": recall_memories,
     "knowmind_recall_at_time": recall_at_time,
     "knowmind_store_memory": store_memory,
+    "knowmind_remember_conversation": remember_conversation,
     "knowmind_upload_document": upload_document,
     "knowmind_update_fact": update_fact,
     "knowmind_upsert_entity": upsert_entity,

@@ -12,10 +12,12 @@ from knowmind.services.answer import AnswerResult
 from knowmind.services.documents import DocumentResult
 from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import Remembered
+from knowmind.services.turns import ConversationResult
 from knowmind.store.rows import MemoryRow
 
 __all__ = [
     "PREVIEW_CHARS",
+    "conversation_result",
     "document_result",
     "inline_relations",
     "memory_fields",
@@ -158,6 +160,17 @@ def remembered(done: Remembered) -> dict[str, Any]:
 
 def document_result(done: DocumentResult) -> dict[str, Any]:
     return _pick(done, "id", "memory_id", "chunks", "status", "job_id", "tree_job_id", "tree_note")
+
+
+def conversation_result(done: ConversationResult) -> dict[str, Any]:
+    """A remembered conversation: per turn its status and memory, each speaker's entity."""
+    return {
+        **_pick(done, "session_id", "status", "created", "unchanged"),
+        "turns": [
+            _pick(t, "index", "turn", "status", "id", "chunks", "job_id") for t in done.turns
+        ],
+        "speakers": [_pick(s, "name", "entity_class", "id") for s in done.speakers],
+    }
 
 
 def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[InlineRelation, ...]:

@@ -115,12 +115,12 @@ _INSERT_MEMORIES = text(
     "mi AS (SELECT i.n, i.title, i.language, i.user_id, m.id FROM m "
     "JOIN i ON decode(i.sha256, 'hex') = m.content_sha256), "
     "c AS (INSERT INTO chunks (tenant_id, memory_id, ordinal, content, context, language, "
-    "embedding, kind, user_id) SELECT :tenant, mi.id, x.ordinal, x.content, mi.title, "
-    "CAST(mi.language AS regconfig), "
+    "embedding, kind, user_id) SELECT :tenant, mi.id, x.ordinal, x.content, "
+    "coalesce(x.context, mi.title), CAST(mi.language AS regconfig), "
     "(CAST(:vectors AS real[]))[(x.g - 1) * :dim + 1 : x.g * :dim], x.kind, mi.user_id "
     "FROM unnest(CAST(:chunk_of AS integer[]), CAST(:ordinals AS integer[]), "
-    "CAST(:contents AS text[]), CAST(:kinds AS text[])) "
-    "WITH ORDINALITY AS x (n, ordinal, content, kind, g) JOIN mi ON mi.n = x.n "
+    "CAST(:contents AS text[]), CAST(:kinds AS text[]), CAST(:contexts AS text[])) "
+    "WITH ORDINALITY AS x (n, ordinal, content, kind, context, g) JOIN mi ON mi.n = x.n "
     "RETURNING memory_id), "
     "j AS (INSERT INTO jobs (tenant_id, kind, payload) SELECT :tenant, :job_kind, "
     "jsonb_build_object('memory_id', CAST(mi.id AS text)) FROM mi ORDER BY mi.n "
@@ -143,7 +143,8 @@ class MemoryToInsert:
     """A memory with its chunks (``contents`` and their ``embeddings``, one row each, and
     optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``), indexed in the
     text-search configuration ``language``; ``content_language``: the language the content is
-    written in (a configuration name; None when unsure)."""
+    written in (a configuration name; None when unsure); ``contexts``: each chunk's context
+    (indexed with it; a conversation turn's earlier turns), where not given the title."""
 
     memory: NewMemory
     language: str
@@ -151,6 +152,7 @@ class MemoryToInsert:
     embeddings: np.ndarray
     kinds: Sequence[str | None] = ()
     content_language: str | None = None
+    contexts: Sequence[str | None] = ()
 
 
 async def insert_memory(
@@ -184,6 +186,7 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
     ordinals: list[int] = []
     contents: list[str] = []
     kinds: list[str | None] = []
+    contexts: list[str | None] = []
     vectors: list[np.ndarray] = []
     for n, item in enumerate(items):
         if len(item.embeddings) != len(item.contents):
@@ -199,6 +202,7 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
         ordinals += range(count)
         contents += item.contents
         kinds += [item.kinds[i] if i < len(item.kinds) else None for i in range(count)]
+        contexts += [item.contexts[i] if i < len(item.contexts) else None for i in range(count)]
         vectors.append(np.ascontiguousarray(item.embeddings, dtype=np.float32))
     flat = np.concatenate(vectors)
     return {
@@ -207,6 +211,7 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
         "ordinals": ordinals,
         "contents": contents,
         "kinds": kinds,
+        "contexts": contexts,
         "vectors": flat.ravel().tolist(),
         "dim": flat.shape[1],
     }
