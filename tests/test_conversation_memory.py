@@ -38,10 +38,10 @@ CHAT = [
     ("Melanie", "Great, I finally made a bowl that does not wobble. The kids loved it."),
     ("Caroline", "I have been reading a book about adoption agencies all week."),
     ("Melanie", "That sounds important to you. Are you still thinking about adopting?"),
-    ("Caroline", "Yes, I want to give a child a loving home, it means a lot to me."),
+    ("Caroline", "Yes, very much so."),
     ("Melanie", "For Saturday dinner, should we book the small Italian place by the harbour?"),
     ("Caroline", "Yes, that one!"),
-    ("Melanie", "Perfect. I also want to take the kids camping at the lake in July."),
+    ("Melanie", "Perfect, I will book it."),
     ("Caroline", "Camping sounds lovely, the mountains were beautiful last summer."),
     ("Melanie", "My painting of the sunset over the lake is almost finished too."),
     ("Caroline", "I started volunteering at the LGBTQ support center on Mondays."),
@@ -131,10 +131,13 @@ async def test_each_turn_is_a_memory_with_its_time_speaker_role_and_session(clie
     assert (memory["user_id"], memory["memory_type"]) == ("u-caroline", "episodic")
     assert memory["occurred_at"] == "2023-05-08T13:06:00Z"
     assert memory["metadata"] == {"channel": "chat", "turn": 6}
-    # the chunk is indexed with the two turns before it and its speaker
-    context = (await _contexts(db, tenant.id))["Yes, that one!"]
+    # a short reply is indexed with the two turns before it and its speaker; a turn that says
+    # something on its own with its speaker alone
+    contexts = await _contexts(db, tenant.id)
+    assert contexts[CHAT[2][1]] == "Caroline:"
+    context = contexts["Yes, that one!"]
     assert context == (
-        "Caroline: Yes, I want to give a child a loving home, it means a lot to me.\n"
+        "Caroline: Yes, very much so.\n"
         "Melanie: For Saturday dinner, should we book the small Italian place by the harbour?\n"
         "Caroline:"
     )
