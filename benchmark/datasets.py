@@ -12,7 +12,7 @@ import json
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,6 +88,10 @@ class Dataset:
     sources: list[Source] = field(default_factory=list)
     # entities created before the docs are remembered: (name, class, aliases)
     entities: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    # remembered session by session through the conversation call (the docs are its turns);
+    # turn_context: the window of earlier turns each is embedded with (None: the setting's)
+    conversational: bool = False
+    turn_context: int | None = None
 
     def parts(self) -> list[Dataset]:
         """One dataset per partition (each is searched in a tenant of its own)."""
@@ -95,15 +99,11 @@ class Dataset:
         if len(names) <= 1:
             return [self]
         return [
-            Dataset(
-                self.name,
-                self.language,
-                [d for d in self.docs if d.partition == name],
-                [q for q in self.queries if q.partition == name],
-                {q.id: self.qrels[q.id] for q in self.queries if q.partition == name},
-                self.titles_as_entities,
-                self.sources,
-                self.entities,
+            replace(
+                self,
+                docs=[d for d in self.docs if d.partition == name],
+                queries=[q for q in self.queries if q.partition == name],
+                qrels={q.id: self.qrels[q.id] for q in self.queries if q.partition == name},
             )
             for name in names
         ]
@@ -239,7 +239,8 @@ def _locomo(data_dir: Path) -> Dataset:
             kind = LOCOMO_CATEGORIES[category]
             queries.append(Query(qid, qa["question"], conv, kind, last))
             qrels[qid] = gold
-    return Dataset("locomo", "english", docs, queries, qrels, sources=[FILES[_LOCOMO_FILE]])
+    sources = [FILES[_LOCOMO_FILE]]
+    return Dataset("locomo", "english", docs, queries, qrels, sources=sources, conversational=True)
 
 
 def _locomo_time(text: str) -> datetime:
@@ -317,6 +318,8 @@ DATASETS: dict[str, Callable[[Path], Dataset]] = {
     "musique": _musique,
     "dbpedia": _dbpedia,
     "locomo": _locomo,
+    # the ablation of the window of earlier turns: each turn embedded alone
+    "locomo-no-context": lambda d: replace(_locomo(d), name="locomo-no-context", turn_context=0),
     "relations": _relations,
 }
 
@@ -331,16 +334,7 @@ def quick(dataset: Dataset, max_queries: int, max_docs: int, seed: int = 7) -> D
     keep = judged | {d.id for d in rest[: max(0, max_docs - len(judged))]}
     docs = [d for d in dataset.docs if d.id in keep]
     qrels = {q.id: dataset.qrels[q.id] for q in queries}
-    return Dataset(
-        dataset.name,
-        dataset.language,
-        docs,
-        queries,
-        qrels,
-        dataset.titles_as_entities,
-        dataset.sources,
-        dataset.entities,
-    )
+    return replace(dataset, docs=docs, queries=queries, qrels=qrels)
 
 
 def load(name: str, data_dir: Path, quick_mode: bool = False) -> Dataset:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from copy import copy
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from statistics import mean, quantiles
 from typing import Any
@@ -25,6 +26,7 @@ from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
 from knowmind.services.outputs import inline_relations
+from knowmind.services.turns import ConversationDraft, TurnDraft, remember_conversation
 
 __all__ = [
     "LEXICAL_ABLATIONS",
@@ -111,6 +113,9 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
             await runtime.graph.upsert_entity(who, title, "Topic")
     for name, entity_class, aliases in dataset.entities:
         await runtime.graph.upsert_entity(who, name, entity_class, aliases=aliases)
+    if dataset.conversational:
+        await _remember_conversations(runtime, who, dataset)
+        return await _extracted(runtime, who, dataset, started, time.perf_counter() - started)
     semaphore = asyncio.Semaphore(INGEST_CONCURRENCY)
     bar = tqdm(total=len(dataset.docs), desc=f"ingest {dataset.name}", leave=False)
 
@@ -131,7 +136,13 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
 
     await asyncio.gather(*(one(d) for d in dataset.docs))
     bar.close()
-    remembered = time.perf_counter() - started
+    return await _extracted(runtime, who, dataset, started, time.perf_counter() - started)
+
+
+async def _extracted(
+    runtime: Runtime, who: Principal, dataset: Dataset, started: float, remembered: float
+) -> dict[str, float]:
+    """Waits for extraction, then the ingest statistics."""
     while (await runtime.health.stats(who))["pending_jobs"]:
         await asyncio.sleep(0.2)
     return {
@@ -140,6 +151,30 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
         "extraction_done_s": round(time.perf_counter() - started, 2),
         "docs_per_s": round(len(dataset.docs) / remembered, 2),
     }
+
+
+async def _remember_conversations(runtime: Runtime, who: Principal, dataset: Dataset) -> None:
+    """Each session of the dataset remembered in one conversation call (its turns in order,
+    with their times and speakers; the window of earlier turns as the dataset says)."""
+    service = runtime.memories
+    if dataset.turn_context is not None:
+        service = copy(service)
+        service.ingest = replace(service.ingest, turn_context=dataset.turn_context)
+    sessions: dict[str, list[Any]] = {}
+    for doc in dataset.docs:
+        sessions.setdefault(doc.session or "", []).append(doc)
+    for session, docs in tqdm(sessions.items(), desc=f"ingest {dataset.name}", leave=False):
+        messages = tuple(
+            TurnDraft(content=d.text, speaker=d.speaker, occurred_at=d.occurred_at, id=d.id)
+            for d in docs
+        )
+        draft = ConversationDraft(messages=messages, session_id=session or None)
+        while True:
+            try:
+                await remember_conversation(service, who, draft)
+                break
+            except OverloadedError as exc:
+                await asyncio.sleep(min(exc.retry_after_s, 1.0))
 
 
 # The tenants a dataset is searched in: one per partition, in ``Dataset.parts()`` order.
@@ -171,10 +206,11 @@ async def run_pipeline_system(
     stage_times: dict[str, list[float]] = {}
     bar = tqdm(total=len(dataset.queries), desc=f"{dataset.name}/{name}", leave=False)
     for part, who in _searched(dataset, tenants):
+        doc_of = await document_ids(runtime, who)
         for query in part.queries:
             request = system_request(name, system, query.text, query.reference_time)
             outcome = await runtime.recall.recall(who, request)
-            ranking = [r.chunk.source or "" for r in outcome.results]
+            ranking = [doc_of.get(r.chunk.memory_id) or "" for r in outcome.results]
             qrels = part.qrels[query.id]
             scores = per_query(ranking, qrels)
             rows.append(scores)
@@ -192,6 +228,21 @@ async def run_pipeline_system(
     bar.close()
     latency = {stage: percentiles(values) for stage, values in stage_times.items()}
     return SystemResult(name, aggregate(rows), latency, per_q, sorted(notes))
+
+
+async def document_ids(runtime: Runtime, who: Principal) -> dict[UUID, str]:
+    """{memory id: the dataset's document id}: a memory's ``source``, or a conversation turn's
+    message id."""
+    assert who.tenant_id is not None
+    async with runtime.db.tenant_tx(who.tenant_id) as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT id, coalesce(source, metadata ->> 'message_id') FROM memories "
+                "WHERE tenant_id = :t"
+            ),
+            {"t": who.tenant_id},
+        )
+        return {row[0]: row[1] for row in rows if row[1] is not None}
 
 
 def system_request(

@@ -30,7 +30,7 @@ def split_of(dataset: str, query_id: str) -> str:
     """ "dev" or "test", fixed by sha1("<dataset>:<query id>"); a typo set splits like the
     set it was derived from; LoCoMo by conversation."""
     base = dataset.removesuffix("-typo")
-    if base == "locomo":
+    if base.startswith("locomo"):
         conversation = query_id.split(":", 1)[0]
         return "dev" if conversation in LOCOMO_DEV_CONVERSATIONS else "test"
     digest = hashlib.sha1(f"{base}:{query_id}".encode()).hexdigest()

@@ -44,7 +44,7 @@ DUMP_NAME = "features.jsonl.gz"
 
 async def collect(args: argparse.Namespace) -> Path:
     from benchmark.__main__ import start_runtime
-    from benchmark.runner import ingested_tenant
+    from benchmark.runner import document_ids, ingested_tenant
     from knowmind.recall.base import RecallRequest
 
     path = args.dump / DUMP_NAME
@@ -62,6 +62,7 @@ async def collect(args: argparse.Namespace) -> Path:
                     tenants[base], _ = await ingested_tenant(runtime, dataset)
                 count = 0
                 for part, who in zip(dataset.parts(), tenants[base], strict=True):
+                    doc_of = await document_ids(runtime, who)
                     for query in part.queries:
                         split = split_of(name, query.id)
                         if split not in splits:
@@ -75,7 +76,7 @@ async def collect(args: argparse.Namespace) -> Path:
                             reference_time=query.reference_time,
                         )
                         outcome = await runtime.recall.recall(who, request)
-                        row = _query_row(name, query, split, part, outcome.shortlist)
+                        row = _query_row(name, query, split, part, outcome.shortlist, doc_of)
                         out.write(json.dumps(row) + "\n")
                         count += 1
                 elapsed = time.perf_counter() - started
@@ -83,7 +84,9 @@ async def collect(args: argparse.Namespace) -> Path:
     return path
 
 
-def _query_row(name: str, query: Any, split: str, part: Dataset, shortlist: Any) -> dict[str, Any]:
+def _query_row(
+    name: str, query: Any, split: str, part: Dataset, shortlist: Any, doc_of: dict[Any, str]
+) -> dict[str, Any]:
     qrels = part.qrels[query.id]
     return {
         "dataset": name,
@@ -93,8 +96,8 @@ def _query_row(name: str, query: Any, split: str, part: Dataset, shortlist: Any)
         "qrels": qrels,
         "candidates": [
             {
-                "source": hit.chunk.source,
-                "label": qrels.get(hit.chunk.source or "", 0),
+                "source": doc_of.get(hit.chunk.memory_id),
+                "label": qrels.get(doc_of.get(hit.chunk.memory_id) or "", 0),
                 "fused": hit.fused,
                 "features": [_number(hit.features[n]) for n in FEATURE_NAMES],
             }
