@@ -81,7 +81,7 @@ _HOPS = _schema(c.Hops, "graph hops (0 = text/vector only)", default=c.HOPS_DEFA
 _REFERENCE_TIME = {
     "type": "string",
     "format": "date-time",
-    "description": "what a time in the question is relative to (\"last week\", \"gestern\"); "
+    "description": 'what a time in the question is relative to ("last week", "gestern"); '
     "ISO-8601, default: as_of, else now",
 }
 _MIN_SCORE = _schema(
