@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -42,8 +41,8 @@ from benchmark.scale_corpus import TenantSpec, bulk_load, sentence_pool
 from benchmark.scale_profile import PRELOAD_OPTIONS, recall_profile
 from benchmark.scale_replicas import REPLICAS, ReplicaJob, Replicas
 from benchmark.scale_report import write_scale_report
+from benchmark.scale_sampling import QueryCacheEmbedder, Sample, sample_recalls, warm_runtime
 from benchmark.scale_storage import measure_ingest, storage_per_1k
-from knowmind.recall.base import RecallRequest
 from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.tenant_index import TenantIndexService
@@ -56,7 +55,7 @@ from knowmind.store.vector_search import (
     vector_candidates,
 )
 
-__all__ = ["LAYOUTS", "QueryCacheEmbedder", "run_scale", "warm_runtime"]
+__all__ = ["LAYOUTS", "run_scale"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # Passes over the questions per measurement: percentiles over 3 × 60 requests move less from
@@ -91,105 +90,6 @@ LAYOUTS = {
 }
 
 
-class QueryCacheEmbedder:
-    """The real model behind a switch. ``cached``: query vectors computed before the run (what a
-    query-embedding cache gives: the recall is pure server work); ``live``: every query is
-    embedded by the model. Passages always go to the model."""
-
-    def __init__(
-        self, inner: Any, queries: Sequence[str] = (), vectors: Sequence[np.ndarray] = ()
-    ) -> None:
-        """``queries`` and their ``vectors``: what the ``cached`` mode answers from."""
-        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
-        self.mode = "live"
-        self.cached: dict[str, np.ndarray] = dict(zip(queries, vectors, strict=True))
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        if self.mode == "cached":
-            return np.stack([self.cached[t] for t in texts])
-        return np.asarray(self.inner.embed_queries(list(texts)), dtype=np.float32)
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(self.inner.embed_passages(list(texts)), dtype=np.float32)
-
-
-async def warm_runtime(settings: Settings, embedder: QueryCacheEmbedder) -> Runtime:
-    """A runtime without a reranker, its models warm, started as ``knowmind serve`` starts one
-    (the reranker's load freezes the start-up heap); closed again if it cannot warm up."""
-    runtime = await Runtime.start(settings.with_overrides(reranker="none"), embedder)
-    runtime.start_loading_reranker(freeze_heap=True)
-    try:
-        await runtime.wait_until_warm()
-    except BaseException:
-        await runtime.close()
-        raise
-    return runtime
-
-
-@dataclass(slots=True)
-class _Sample:
-    """What one measurement saw: its requests' latencies, each stage's timings, its length and
-    the server's CPU time in it (None: not measurable here, see ``CpuClock``)."""
-
-    wall_ms: list[float] = field(default_factory=list)
-    stages: dict[str, list[float]] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    cpu_s: float | None = None
-
-    def add(self, other: _Sample) -> None:
-        self.wall_ms += other.wall_ms
-        for stage, ms in other.stages.items():
-            self.stages.setdefault(stage, []).extend(ms)
-        self.elapsed_s += other.elapsed_s
-        if other.cpu_s is not None:
-            self.cpu_s = (self.cpu_s or 0.0) + other.cpu_s
-
-    def summary(self) -> dict[str, Any]:
-        cuts = percentiles(self.wall_ms)
-        n = len(self.wall_ms)
-        summary = {
-            "requests": n,
-            "req_per_s": round(n / self.elapsed_s, 2),
-            "p50_ms": cuts["p50"],
-            "p95_ms": cuts["p95"],
-            "stages_p50_ms": {s: percentiles(v)["p50"] for s, v in sorted(self.stages.items())},
-        }
-        if self.cpu_s is not None and n:
-            summary["cpu_ms_per_req"] = round(self.cpu_s * 1000 / n, 2)
-            summary["cores_busy"] = round(self.cpu_s / self.elapsed_s, 2)
-        return summary
-
-
-async def _sample(
-    runtime: Runtime,
-    who: Principal,
-    queries: list[str],
-    concurrency: int,
-    rounds: int,
-    clock: CpuClock | None = None,
-) -> _Sample:
-    """Every query ``rounds`` times (in turn) by ``concurrency`` clients."""
-    semaphore = asyncio.Semaphore(concurrency)
-    sample = _Sample()
-
-    async def one(query: str) -> None:
-        async with semaphore:
-            started = time.perf_counter()
-            outcome = await runtime.recall.recall(who, RecallRequest(text=query, k=10, hops=2))
-            sample.wall_ms.append((time.perf_counter() - started) * 1000)
-            for stage, ms in outcome.timings_ms.items():
-                sample.stages.setdefault(stage, []).append(ms)
-
-    cpu_before = clock.seconds() if clock else None
-    started = time.perf_counter()
-    await asyncio.gather(*(one(q) for q in queries * rounds))
-    sample.elapsed_s = time.perf_counter() - started
-    cpu_after = clock.seconds() if clock else None
-    if cpu_before is not None and cpu_after is not None:
-        sample.cpu_s = cpu_after - cpu_before
-    return sample
-
-
 async def _measure(
     runtime: Runtime,
     who: Principal,
@@ -201,7 +101,7 @@ async def _measure(
     """Every query ``rounds`` times (in turn) by ``concurrency`` clients: throughput,
     latency percentiles over all requests, each stage's median and (with ``clock``) the
     server's CPU time per request."""
-    return (await _sample(runtime, who, queries, concurrency, rounds, clock)).summary()
+    return (await sample_recalls(runtime, who, queries, concurrency, rounds, clock)).summary()
 
 
 def _pair_ratios(alone: dict[str, Any], loaded: dict[str, Any], cores: int) -> dict[str, float]:
@@ -234,11 +134,11 @@ async def _one_against_eight(
     lowest of three in 7 of the 8 runs until then). The host's speed drifts by 10-20 % within
     minutes here; a ratio of two runs taken back to back is about the server, one of runs
     minutes apart as much about the host."""
-    await _sample(runtime, who, queries, EIGHT, 1)
+    await sample_recalls(runtime, who, queries, EIGHT, 1)
     measured = []
     for _ in range(pairs):
-        alone = await _sample(runtime, who, queries, 1, ROUNDS, clock)
-        measured.append((alone, await _sample(runtime, who, queries, EIGHT, ROUNDS, clock)))
+        alone = await sample_recalls(runtime, who, queries, 1, ROUNDS, clock)
+        measured.append((alone, await sample_recalls(runtime, who, queries, EIGHT, ROUNDS, clock)))
     return _paired(measured)
 
 
@@ -251,17 +151,17 @@ async def _one_against_eight_replicas(job: ReplicaJob, pairs: int) -> dict[str, 
         idle = [0] * (REPLICAS - 1)
         for _ in range(pairs):
             wall_ms, elapsed_s = await replicas.run([1, *idle], ROUNDS)
-            alone = _Sample(wall_ms, elapsed_s=elapsed_s)
+            alone = Sample(wall_ms, elapsed_s=elapsed_s)
             wall_ms, elapsed_s = await replicas.run([job.clients] * REPLICAS, ROUNDS)
-            measured.append((alone, _Sample(wall_ms, elapsed_s=elapsed_s)))
+            measured.append((alone, Sample(wall_ms, elapsed_s=elapsed_s)))
     one, eight = _paired(measured)
     return {"replicas": REPLICAS, "clients_per_replica": job.clients, "1": one, "8": eight}
 
 
-def _paired(measured: list[tuple[_Sample, _Sample]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _paired(measured: list[tuple[Sample, Sample]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Alternated (1 client, 8 clients) samples: each side's requests pooled, and on the
     8-client side each pair's ratios (``_pair_ratios``) and their medians."""
-    one, eight, ratios = _Sample(), _Sample(), []
+    one, eight, ratios = Sample(), Sample(), []
     cores = available_cores()
     for alone, loaded in measured:
         one.add(alone)

@@ -51,8 +51,7 @@ def _serve(job: ReplicaJob, commands: Connection) -> None:
 
 
 async def _serve_async(job: ReplicaJob, commands: Connection) -> None:
-    # benchmark.scale imports this module: its parts are imported in the replica's process
-    from benchmark.scale import QueryCacheEmbedder, _sample, warm_runtime
+    from benchmark.scale_sampling import QueryCacheEmbedder, sample_recalls, warm_runtime
     from knowmind.logging import configure_logging
     from knowmind.models.factory import build_embedder
     from knowmind.runtime import freeze_live_objects
@@ -68,14 +67,14 @@ async def _serve_async(job: ReplicaJob, commands: Connection) -> None:
         who = Principal(job.tenant, frozenset({"read"}), language=job.language)
         # one pass at its most clients first: their pools' sessions opened (a new backend's
         # first statements fill its catalogue caches) and the pages read
-        await _sample(runtime, who, job.queries, job.clients, 1)
+        await sample_recalls(runtime, who, job.queries, job.clients, 1)
         freeze_live_objects("benchmark replica")
         loop = asyncio.get_running_loop()
         commands.send("ready")
         while (command := await loop.run_in_executor(None, commands.recv)) is not None:
             clients, rounds = command
             started = time.monotonic()
-            sample = await _sample(runtime, who, job.queries, clients, rounds)
+            sample = await sample_recalls(runtime, who, job.queries, clients, rounds)
             commands.send((sample.wall_ms, started, time.monotonic()))
     finally:
         await runtime.close()

@@ -18,7 +18,8 @@ from knowmind.models.base import Embedder
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.factory import build_embedder, build_query_embedder
 from knowmind.models.language import language_detector
-from knowmind.models.llm import LLM, build_llm
+from knowmind.models.llm import LLM
+from knowmind.models.llm_factory import build_llm
 from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages

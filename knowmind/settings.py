@@ -14,7 +14,8 @@ import platformdirs
 
 from knowmind.graph.registry import check_graph_backend
 from knowmind.models.factory import check_embedder_spec
-from knowmind.models.llm import LLMSetup, check_llm_provider
+from knowmind.models.llm import LLMSetup
+from knowmind.models.llm_factory import check_llm_provider
 from knowmind.models.rerank import check_reranker_spec
 from knowmind.recall.registry import check_stage_names
 

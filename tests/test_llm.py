@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from knowmind.models.llm import LLMSetup, LLMUnavailableError, build_llm
+from knowmind.models.llm import LLMSetup, LLMUnavailableError
 from knowmind.models.llm_embedded import EmbeddedLLM, embedded_weights
+from knowmind.models.llm_factory import build_llm
 from knowmind.models.llm_openai import OpenAICompatibleLLM
 from knowmind.settings import Settings, SettingsError
 from tests.llm_server import llm_server

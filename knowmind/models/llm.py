@@ -11,6 +11,9 @@
 - ``auto`` (default): ``embedded`` when its weights are here, else none (and said so);
 - ``none``: no language model.
 
+The registry of providers and ``build_llm`` are in ``models/llm_factory.py``, apart from the
+backends (which import only this module's types).
+
 A provider that cannot answer (down, timed out, an unknown model) raises
 :class:`LLMUnavailableError` with the reason; callers report it as ``degraded``, never
 substitute another model silently.
@@ -18,21 +21,18 @@ substitute another model silently.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
     "LLM",
-    "LLM_PROVIDERS",
     "Completion",
     "LLMSetup",
     "LLMSpecError",
     "LLMUnavailableError",
     "Message",
-    "build_llm",
     "chat_body",
-    "check_llm_provider",
     "resolve_llm_model",
 ]
 
@@ -104,52 +104,6 @@ def chat_body(
         "temperature": temperature,
         "stream": stream,
     }
-
-
-def _embedded(setup: LLMSetup) -> LLM:
-    from knowmind.models.llm_embedded import EmbeddedLLM
-
-    return EmbeddedLLM.open(setup)
-
-
-def _openai(setup: LLMSetup) -> LLM:
-    from knowmind.models.llm_openai import OpenAICompatibleLLM
-
-    return OpenAICompatibleLLM.open(setup)
-
-
-LLM_PROVIDERS: dict[str, Callable[[LLMSetup], LLM]] = {
-    "embedded": _embedded,
-    "openai": _openai,
-}
-_CHOICES = ("auto", "none", *LLM_PROVIDERS)
-
-
-def check_llm_provider(name: str) -> None:
-    if name not in _CHOICES:
-        raise LLMSpecError(f"KNOWMIND_LLM_PROVIDER={name!r}: expected one of {', '.join(_CHOICES)}")
-
-
-def build_llm(setup: LLMSetup) -> tuple[LLM | None, str | None]:
-    """The configured model, or None and why there is none (``auto`` without weights, ``none``,
-    a provider that cannot start)."""
-    check_llm_provider(setup.provider)
-    if setup.provider == "none":
-        return None, "no language model configured (KNOWMIND_LLM_PROVIDER=none)"
-    name = setup.provider
-    if name == "auto":
-        from knowmind.models.llm_embedded import embedded_weights
-
-        if embedded_weights(setup) is None:
-            return None, (
-                "auto: the embedded model's weights are not on this machine (knowmind models "
-                "pull-llm), and no KNOWMIND_LLM_PROVIDER=openai server is configured"
-            )
-        name = "embedded"
-    try:
-        return LLM_PROVIDERS[name](setup), None
-    except LLMUnavailableError as exc:
-        return None, str(exc)
 
 
 def resolve_llm_model(*candidates: str | None, default: str) -> str:

@@ -22,7 +22,7 @@ from knowmind.db.migrate import head_revision, revision_of
 from knowmind.graph.base import GraphReader
 from knowmind.ingest.ner import SPACY_MODEL, spacy_recogniser
 from knowmind.models.executor import EmbeddingExecutor
-from knowmind.models.llm import LLM_PROVIDERS
+from knowmind.models.llm_factory import LLM_PROVIDERS
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.rerank import RerankStep
 from knowmind.services.auth import Principal, tenant_of
