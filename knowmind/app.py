@@ -40,7 +40,7 @@ from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.logging import RequestLogMiddleware, configure_logging
 from knowmind.metrics import enable_tenant_label
 from knowmind.models.base import Embedder
-from knowmind.runtime import Runtime
+from knowmind.runtime import Runtime, check_registered_names
 from knowmind.settings import Settings
 
 __all__ = ["create_app"]
@@ -58,6 +58,7 @@ def create_app(
 ) -> Litestar:
     """``settings.database.database_url`` must point at a migrated database (``knowmind serve``
     does it); ``embedded``: the embedded server it runs on, restarted if it dies."""
+    check_registered_names(settings)  # a wrong name fails here, before the server starts
     configure_logging(settings.server.log_format, settings.server.log_level)
     enable_tenant_label(settings.server.metrics_tenant_label == "on")
 

@@ -1,28 +1,27 @@
 """The server's settings in groups (server, database, models, recall, graph, ingest), read from
-``KNOWMIND_*`` environment variables."""
+``KNOWMIND_*`` environment variables.
+
+A leaf: it imports nothing of knowmind. The names it holds for the registries (stages, graph
+backend, embedder, reranker, LLM provider) are checked where the registries are built
+(``knowmind.runtime.names``); ``settings_table`` is the documentation's table of them all
+(``scripts/docs.py settings`` writes it)."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
-from knowmind.graph.registry import check_graph_backend
-from knowmind.models.factory import check_embedder_spec
-from knowmind.models.llm import LLMSetup
-from knowmind.models.llm_factory import check_llm_provider
-from knowmind.models.rerank import check_reranker_spec
-from knowmind.recall.registry import check_stage_names
-
 __all__ = [
     "DatabaseSettings",
     "GraphSettings",
     "IngestSettings",
+    "LLMSetup",
     "ModelSettings",
     "RecallSettings",
     "ServerSettings",
@@ -30,6 +29,7 @@ __all__ = [
     "SettingsError",
     "available_cores",
     "default_data_dir",
+    "settings_table",
 ]
 
 ENV_PREFIX = "KNOWMIND_"
@@ -155,6 +155,22 @@ class DatabaseSettings:
             "LOCAL app.tenant_id`, which Citus forwards to its workers: use it on Citus)"
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSetup:
+    """What the language model providers are built from (the ``llm_*`` settings, flattened;
+    ``knowmind.models.llm_factory``)."""
+
+    provider: str = "auto"
+    model: str = ""  # "" : the provider's default
+    allowed_models: tuple[str, ...] = ()  # others a request or tenant may name (openai)
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    retries: int = 2
+    threads: int = 1
+    weights_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,7 +563,7 @@ class Settings:
             raise SettingsError("KNOWMIND_EMBEDDING_STORAGE must be auto, vector or halfvec")
         if self.database.tenant_scope not in {"session", "transaction"}:
             raise SettingsError("KNOWMIND_TENANT_SCOPE must be session or transaction")
-        _check_registered_names(self)
+        self.recall.weights  # noqa: B018 - parsed now: a bad value fails at start-up
         if graph.graph_backend == "neo4j" and not graph.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
         if self.recall.recall_fusion not in {"rrf", "convex"}:
@@ -579,25 +595,6 @@ class Settings:
             raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
         if not 0 <= ingest.turn_context <= 8:
             raise SettingsError("KNOWMIND_TURN_CONTEXT must be within 0–8")
-
-
-def _check_registered_names(settings: Settings) -> None:
-    """Names of stages, the graph backend, the embedder and the reranker must be registered;
-    the stage weights are parsed now, so a bad value fails at start-up, not at the first recall."""
-    checks: list[tuple[str, Callable[[Any], None], Any]] = [
-        ("STAGE_WEIGHTS", check_stage_names, settings.recall.weights),
-        ("GRAPH_BACKEND", check_graph_backend, settings.graph.graph_backend),
-        ("EMBEDDER", check_embedder_spec, settings.models.embedder),
-        ("RERANKER", check_reranker_spec, settings.models.reranker),
-        ("LLM_PROVIDER", check_llm_provider, settings.models.llm_provider),
-    ]
-    for variable, check, value in checks:
-        try:
-            check(value)
-        except ValueError as exc:
-            message = str(exc)
-            prefix = "" if message.startswith(ENV_PREFIX) else f"{ENV_PREFIX}{variable}: "
-            raise SettingsError(prefix + message) from exc
 
 
 _GROUP_TYPES: dict[str, type[Any]] = {
@@ -633,7 +630,7 @@ def _coerce(name: str, annotation: Any, raw: str) -> Any:
 
 
 def settings_table() -> str:
-    """Markdown table of every setting, grouped (kept in the README)."""
+    """Markdown table of every setting, grouped (the documentation's settings table)."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     current = None
     for group, f in _setting_fields():
@@ -644,15 +641,3 @@ def settings_table() -> str:
         doc = f.metadata.get("doc", "")
         rows.append(f"| `{ENV_PREFIX}{f.name.upper()}` | `{default}` | {doc} |")
     return "\n".join(rows)
-
-
-def _update_readme(path: Path) -> None:
-    text = path.read_text()
-    start = text.index("<!-- settings:start")
-    start = text.index("\n", start) + 1
-    end = text.index("<!-- settings:end -->")
-    path.write_text(text[:start] + settings_table() + "\n" + text[end:])
-
-
-if __name__ == "__main__":
-    _update_readme(Path(__file__).resolve().parent.parent / "README.md")

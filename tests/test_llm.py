@@ -13,6 +13,7 @@ from knowmind.models.llm import LLMSetup, LLMUnavailableError
 from knowmind.models.llm_embedded import EmbeddedLLM, embedded_weights
 from knowmind.models.llm_factory import build_llm
 from knowmind.models.llm_openai import OpenAICompatibleLLM
+from knowmind.runtime import check_registered_names
 from knowmind.settings import Settings, SettingsError
 from tests.llm_server import llm_server
 from tests.test_server_process import free_port
@@ -71,7 +72,7 @@ def test_no_model_says_why(tmp_path) -> None:
     unknown, why = build_llm(LLMSetup(provider="embedded", model="gpt-9"))
     assert unknown is None and "'gpt-9' is unknown" in (why or "")
     with pytest.raises(SettingsError, match="KNOWMIND_LLM_PROVIDER"):
-        Settings.from_env({"KNOWMIND_LLM_PROVIDER": "magic"})
+        check_registered_names(Settings.from_env({"KNOWMIND_LLM_PROVIDER": "magic"}))
 
 
 async def test_the_openai_provider_against_a_real_server(weights) -> None:

@@ -17,6 +17,7 @@ from knowmind.recall.registry import (
     build_stages,
     check_stage_names,
 )
+from knowmind.runtime import check_registered_names
 from knowmind.settings import Settings, SettingsError
 
 
@@ -72,8 +73,11 @@ def test_name_checks():
     ],
 )
 def test_settings_refuse_unregistered_names(variable, value):
+    """Checked where the registries are built (``Settings`` imports none of them), before the
+    app or a runtime starts."""
+    settings = Settings.from_env({f"KNOWMIND_{variable}": value})
     with pytest.raises(SettingsError, match=f"KNOWMIND_{variable}"):
-        Settings.from_env({f"KNOWMIND_{variable}": value})
+        check_registered_names(settings)
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from knowmind.settings import LLMSetup
+
 __all__ = [
     "LLM",
     "Completion",
@@ -71,21 +73,6 @@ class LLM(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class LLMSetup:
-    """What the providers are built from (the ``llm`` settings group, flattened)."""
-
-    provider: str = "auto"
-    model: str = ""  # "" : the provider's default
-    allowed_models: tuple[str, ...] = ()  # others a request or tenant may name (openai)
-    base_url: str | None = None
-    api_key: str | None = None
-    timeout_s: float = 60.0
-    retries: int = 2
-    threads: int = 1
-    weights_dir: str = ""
 
 
 def chat_body(

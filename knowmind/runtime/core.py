@@ -24,6 +24,7 @@ from knowmind.recall.bm25 import LexicalOptions
 from knowmind.recall.pipeline import RecallPipeline
 from knowmind.recall.registry import StageParts, build_stages
 from knowmind.recall.rerank import RerankStep
+from knowmind.runtime.names import check_registered_names
 from knowmind.services.access import AccessControl, TrustedProxies
 from knowmind.services.admin import AdminService
 from knowmind.services.admission import FairGate
@@ -139,6 +140,7 @@ class Runtime:
         """``settings.database.database_url`` must point at a migrated database."""
         if not settings.database.database_url:
             raise ValueError("Runtime.start needs settings.database.database_url")
+        check_registered_names(settings)
         models = settings.models
         if embedder is None:  # built here: the query instance too, when configured
             embedder = await asyncio.to_thread(
