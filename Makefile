@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz train-ranker
+.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz train-ranker docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,11 @@ bench-quick: $(TEST_STAMP)
 # 1 and 8 clients, cached and live query embedding; minutes, not in CI (bench-quick runs the
 # small layout). BENCH_SCALE_ARGS=--scale-1m adds a 1M-chunk tenant (long); --statements adds
 # a profile of the largest tenant's recalls (CPU, PostgreSQL time per statement).
+# bench and bench-scale publish their reports and plots into docs/ (docs/benchmark.md) and the
+# README's headline (scripts/docs.py benchmark); bench-quick's subsets are not published.
 bench-scale: $(TEST_STAMP)
 	$(BIN)/python -m benchmark.scale --out $(BENCH_OUT) $(BENCH_SCALE_ARGS)
+	$(BIN)/python scripts/docs.py benchmark --scale $(BENCH_OUT)
 
 # Head-of-line (benchmark/fairness.py): against a real `knowmind serve`, tenant B's writes
 # (?wait=true) and recalls while three tenants post ~1 MB documents back to back, each
@@ -70,7 +73,7 @@ bench-scale: $(TEST_STAMP)
 bench-fairness: $(TEST_STAMP)
 	$(BIN)/python -m benchmark.fairness --out $(BENCH_OUT) $(BENCH_FAIRNESS_ARGS)
 
-# Everything (see README for the runtime on a 2-core machine).
+# Everything (docs/benchmark.md gives the runtime on a 2-core machine).
 # Answer methods' retrieval (hyde, multi_query, corrective) against standard with the embedded
 # language model (benchmark/answers.py): a few minutes, not in CI.
 bench-answer: $(TEST_STAMP)
@@ -78,6 +81,11 @@ bench-answer: $(TEST_STAMP)
 
 bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmark --out $(BENCH_OUT)
+	$(BIN)/python scripts/docs.py benchmark --quality $(BENCH_OUT)
+
+# The generated parts of docs/ that the code defines: the settings table (docs/settings.md).
+docs: $(STAMP)
+	$(BIN)/python scripts/docs.py settings
 
 # The learned ranker (knowmind/recall/ranker/, docs/ranker.md): every dataset ingested as the
 # benchmark does, the features of each dev question's short list collected through the real
