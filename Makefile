@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.knowmind-installed
 
-.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz train-ranker docs
+.PHONY: install run test lint lock clean browser bench-quick bench bench-scale bench-fairness bench-answer fuzz train-ranker docs screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,13 @@ bench: $(TEST_STAMP)
 # The generated parts of docs/ that the code defines: the settings table (docs/settings.md).
 docs: $(STAMP)
 	$(BIN)/python scripts/docs.py settings
+
+# The console's screenshots in docs/console (every page at 1280×800 and on a 390-px phone),
+# taken by its accessibility test in headless Chromium against a real server.
+screenshots: $(TEST_STAMP)
+	rm -f docs/console/*.png
+	KNOWMIND_CONSOLE_SCREENSHOTS=docs/console tests/private-net.sh $(BIN)/python -m pytest -q \
+	  tests/test_console.py -k test_every_page_is_accessible
 
 # The learned ranker (knowmind/recall/ranker/, docs/ranker.md): every dataset ingested as the
 # benchmark does, the features of each dev question's short list collected through the real

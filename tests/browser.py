@@ -1,5 +1,7 @@
 """Helpers to drive the console in a real headless Chromium through Selenium: find the browser,
-start it with its console log captured, wait for elements, and collect JavaScript errors."""
+start it with its console log captured (at desktop or phone size), wait for elements, collect
+JavaScript errors, check contrast and accessibility (axe-core, vendored in tests/vendor), and
+save small screenshots."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ import pytest
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 DRIVER_NAMES = ("chromedriver",)
+DESKTOP = (1280, 800)
+PHONE = (390, 844)
+AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 
 
 def find_browser() -> tuple[str, str] | None:
@@ -56,7 +61,8 @@ def chromium(width: int = 1280, height: int = 800) -> Iterator[Any]:
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    mobile = width < 600  # a phone: its viewport, touch and the meta viewport honoured
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)  # the page's size
     try:
         yield driver
@@ -95,11 +101,44 @@ def wait_for(driver: Any, css: str, text: str | None = None, timeout_s: float = 
 
 
 def screenshot(driver: Any, name: str) -> None:
-    """With ``KNOWMIND_CONSOLE_SCREENSHOTS=DIR`` set, save the page as ``DIR/name.png``."""
+    """With ``KNOWMIND_CONSOLE_SCREENSHOTS=DIR`` set, save the page as ``DIR/name.png``: the
+    viewport, reduced to a palette of 48 colours so the committed images stay small."""
     folder = os.environ.get("KNOWMIND_CONSOLE_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+    if not folder:
+        return
+    from io import BytesIO
+
+    from PIL import Image
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    image = Image.open(BytesIO(driver.get_screenshot_as_png())).convert("RGB")
+    small = image.quantize(colors=48, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    small.save(Path(folder) / f"{name}.png", optimize=True)
+
+
+def accessibility_violations(driver: Any) -> list[str]:
+    """axe-core's serious and critical violations of the page as it is (WCAG 2.1 A and AA)."""
+    if not driver.execute_script("return Boolean(window.axe)"):
+        driver.execute_script(AXE.read_text())  # Selenium injects it: the page's CSP allows no
+        # script of another origin, and knowmind does not serve it
+    found = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a',"
+        " 'wcag21aa', 'best-practice']}, resultTypes: ['violations']})"
+        ".then((r) => done(r.violations.filter((v) => ['serious', 'critical'].includes(v.impact))"
+        ".map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target.join(' '))"
+        ".join(', ')}`)), (e) => done([`axe failed: ${e}`]));"
+    )
+    return list(found)
+
+
+def horizontal_overflow(driver: Any) -> int:
+    """How many pixels the page is wider than the window (0: nothing to scroll sideways)."""
+    return int(
+        driver.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    )
 
 
 _CONTRAST_JS = """

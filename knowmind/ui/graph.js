@@ -1,150 +1,254 @@
-// The graph view: an entity's neighbourhood drawn as SVG with a small force-directed layout.
-// Nodes are focusable (Tab), Enter or a click selects and expands them. Labels are text nodes.
-"use strict";
+// The graph view: an entity's neighbourhood drawn by cytoscape.js (vendor/, MIT) with its force
+// layout (cose). Each label sits inside its node's box, sized to the text, and a pass after the
+// layout pushes boxes apart, so labels neither overlap nor clip; one edge per relation and its
+// inverse, labelled once in reading direction. Pan and zoom with the mouse, the buttons or the
+// keyboard (+, −, arrows, 0); the node list beside it reaches every node with the keyboard.
+import { $, api, busy, el, fill, humanise, relationCatalogue, t, views } from "./core.js";
 
-window.KMGraph = (() => {
-  const NS = "http://www.w3.org/2000/svg";
-  const W = 760;
-  const H = 520;
-  let svg = null;
-  let hooks = {};
-  let nodes = new Map(); // id -> {id, label, kind, entity_class, x, y}
-  let edges = new Map(); // "a|b" (one line per pair of nodes) -> {from, to, predicates: Set}
-  let only = "";
+const FONT = "12px system-ui, sans-serif";
+const MAX_LABEL = 32;
+let cy = null;
+let root = null;
+let catalogue = { labels: {}, inverse: {} };
+const expanded = new Set();
+const validity = new Map();
+let measure = null;
 
-  const make = (tag, attrs) => {
-    const node = document.createElementNS(NS, tag);
-    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
-    return node;
-  };
+function textWidth(text) {
+  measure = measure || document.createElement("canvas").getContext("2d");
+  measure.font = FONT;
+  return measure.measureText(text).width;
+}
 
-  function init(element, callbacks) {
-    svg = element;
-    hooks = callbacks;
+const STYLE = [
+  { selector: "node", style: {
+    shape: "round-rectangle", label: "data(label)", width: "data(w)", height: 26,
+    "font-family": "system-ui, sans-serif", "font-size": 12, color: "#ffffff",
+    "text-valign": "center", "text-halign": "center", "background-color": "#0b57a4",
+    "border-width": 2, "border-color": "#ffffff",
+  } },
+  { selector: "node.memory", style: { "background-color": "#5b2d8a" } },
+  { selector: "node.root", style: { "border-color": "#e8a100", "border-width": 3 } },
+  { selector: "node:selected", style: { "border-color": "#e8a100", "border-width": 4 } },
+  { selector: "edge", style: {
+    width: 1.5, "line-color": "#7a8591", "target-arrow-color": "#7a8591", "target-arrow-shape": "triangle",
+    "curve-style": "bezier", label: "data(label)", "font-size": 10, color: "#3b4450",
+    "text-rotation": "autorotate", "text-background-color": "#fbfcfd", "text-background-opacity": 1,
+    "text-background-padding": 2,
+  } },
+  { selector: ".hidden", style: { display: "none" } },
+];
+
+function ensure() {
+  if (cy) return;
+  cy = window.cytoscape({ container: $("graph"), style: STYLE, minZoom: 0.2, maxZoom: 4, boxSelectionEnabled: false });
+  cy.on("tap", "node", (event) => activate(event.target.id()));
+}
+
+function label(ref) {
+  const name = ref.title_or_name || ref.label || `${t(ref.kind === "memory" ? "memory" : "entity")} ${ref.id.slice(0, 8)}`;
+  return name.length > MAX_LABEL ? `${name.slice(0, MAX_LABEL - 1)}…` : name;
+}
+
+function addNode(ref, near) {
+  if (cy.getElementById(ref.id).nonempty()) return;
+  const text = label(ref);
+  const angle = Math.random() * 2 * Math.PI;
+  cy.add({
+    group: "nodes",
+    data: { id: ref.id, label: text, full: ref.title_or_name || text, kind: ref.kind, entity_class: ref.entity_class || "", w: Math.ceil(textWidth(text)) + 20 },
+    classes: ref.kind,
+    position: near ? { x: near.x + 140 * Math.cos(angle), y: near.y + 90 * Math.sin(angle) } : { x: 0, y: 0 },
+  });
+}
+
+/** An edge in the direction it reads best: of a relation and its inverse, the active form. */
+function canonical(from, to, predicate) {
+  const inverse = catalogue.inverse[predicate];
+  if (!inverse || inverse === predicate) return { from, to, predicate };
+  const passive = (p) => /^(HAS_|IS_)/.test(p);
+  const keep = passive(predicate) !== passive(inverse) ? !passive(predicate) : predicate < inverse;
+  return keep ? { from, to, predicate } : { from: to, to: from, predicate: inverse };
+}
+
+function addEdge(id, r) {
+  const [a, b] = r.direction === "out" ? [id, r.node.id] : [r.node.id, id];
+  const e = canonical(a, b, r.predicate);
+  const key = `${e.from}|${e.predicate}|${e.to}`;
+  if (cy.getElementById(key).nonempty()) return;
+  cy.add({ group: "edges", data: { id: key, source: e.from, target: e.to, predicate: e.predicate, label: humanise(e.predicate, catalogue.labels) } });
+}
+
+export async function openGraph(ref) {
+  views.show("graph");
+  ensure();
+  catalogue = await relationCatalogue();
+  cy.elements().remove();
+  expanded.clear();
+  root = ref.id;
+  addNode(ref, null);
+  cy.getElementById(root).addClass("root");
+  await busy(() => expandNode(root));
+}
+
+/** A memory is shown as of a moment when it was valid then. */
+async function validAt(memoryId, moment) {
+  if (!validity.has(memoryId)) {
+    const m = await api(`/v1/memories/${memoryId}`, { accept: [404] });
+    validity.set(memoryId, m && m.valid_from ? [new Date(m.valid_from), m.valid_to ? new Date(m.valid_to) : null] : null);
   }
+  const span = validity.get(memoryId);
+  return Boolean(span) && span[0] <= moment && (!span[1] || moment < span[1]);
+}
 
-  function reset(root) {
-    nodes = new Map();
-    edges = new Map();
-    add(root, W / 2, H / 2);
-    draw();
-  }
+async function heldAt(r, moment) {
+  if (!moment) return true;
+  const from = r.valid_from ? new Date(r.valid_from) : null;
+  const to = r.valid_to ? new Date(r.valid_to) : null;
+  if ((from && moment < from) || (to && moment >= to)) return false;
+  return r.node.kind !== "memory" || validAt(r.node.id, moment);
+}
 
-  function add(ref, x, y) {
-    if (!nodes.has(ref.id)) {
-      nodes.set(ref.id, {
-        id: ref.id, label: ref.title_or_name || ref.label || ref.id.slice(0, 8),
-        kind: ref.kind, entity_class: ref.entity_class, x, y,
-      });
+export async function expandNode(id) {
+  const asOf = $("g-asof").value ? new Date($("g-asof").value) : null;
+  const { relations } = await api(`/v1/nodes/${id}/relations${asOf ? "?closed=true" : ""}`);
+  const kept = [];
+  for (const r of relations) if (await heldAt(r, asOf)) kept.push(r);
+  const centre = cy.getElementById(id).position();
+  for (const r of kept) addNode(r.node, centre);
+  for (const r of kept) addEdge(id, r);
+  expanded.add(id);
+  refreshFilter();
+  relayout();
+  select(id);
+}
+
+function relayout() {
+  const layout = cy.layout({
+    name: "cose", animate: false, randomize: false, nodeDimensionsIncludeLabels: true, fit: false,
+    idealEdgeLength: (edge) => 70 + textWidth(edge.data("label")), nodeOverlap: 40, nodeRepulsion: () => 900000,
+    componentSpacing: 80, padding: 30, numIter: 1500,
+  });
+  layout.run();
+  separate();
+  cy.fit(cy.elements(":visible"), 30);
+}
+
+/** Push apart node boxes (each holds its label) that touch, until none do. */
+function separate(gap = 8) {
+  const list = cy.nodes(":visible").toArray();
+  for (let round = 0; round < 200; round++) {
+    let moved = false;
+    for (let i = 0; i < list.length; i++) {
+      for (let j = i + 1; j < list.length; j++) moved = push(list[i], list[j], gap) || moved;
     }
-    return nodes.get(ref.id);
+    if (!moved) return;
   }
+}
 
-  /** Add a node's relations: new neighbours on a ring around it, then relax the layout. */
-  function expand(id, relations) {
-    const centre = nodes.get(id) || add({ id, kind: "entity" }, W / 2, H / 2);
-    relations.forEach((r, i) => {
-      const angle = (2 * Math.PI * i) / Math.max(relations.length, 1);
-      add(r.node, centre.x + 120 * Math.cos(angle), centre.y + 120 * Math.sin(angle));
-      const [from, to] = r.direction === "out" ? [id, r.node.id] : [r.node.id, id];
-      const key = [from, to].sort().join("|"); // an edge and its inverse share one line
-      if (!edges.has(key)) edges.set(key, { from, to, predicates: new Set() });
-      edges.get(key).predicates.add(r.predicate);
-    });
-    relax(120);
-    draw();
+function push(a, b, gap) {
+  const pa = a.position();
+  const pb = b.position();
+  const dx = pb.x - pa.x;
+  const dy = pb.y - pa.y;
+  const overlapX = (a.width() + b.width()) / 2 + gap - Math.abs(dx);
+  const overlapY = (a.height() + b.height()) / 2 + gap - Math.abs(dy);
+  if (overlapX <= 0 || overlapY <= 0) return false;
+  if (overlapX < overlapY) {
+    const s = (dx >= 0 ? 1 : -1) * (overlapX / 2 + 0.5);
+    a.position({ x: pa.x - s, y: pa.y });
+    b.position({ x: pb.x + s, y: pb.y });
+  } else {
+    const s = (dy >= 0 ? 1 : -1) * (overlapY / 2 + 0.5);
+    a.position({ x: pa.x, y: pa.y - s });
+    b.position({ x: pb.x, y: pb.y + s });
   }
+  return true;
+}
 
-  function relax(rounds) {
-    const list = [...nodes.values()];
-    for (let round = 0; round < rounds; round++) {
-      for (const a of list) {
-        let fx = (W / 2 - a.x) * 0.002;
-        let fy = (H / 2 - a.y) * 0.002;
-        for (const b of list) {
-          if (a === b) continue;
-          const dx = a.x - b.x || 0.1;
-          const dy = a.y - b.y || 0.1;
-          const d2 = Math.max(dx * dx + dy * dy, 25);
-          fx += (6000 * dx) / d2 / Math.sqrt(d2);
-          fy += (6000 * dy) / d2 / Math.sqrt(d2);
-        }
-        a.fx = fx;
-        a.fy = fy;
-      }
-      for (const e of edges.values()) {
-        const a = nodes.get(e.from);
-        const b = nodes.get(e.to);
-        const dx = b.x - a.x;
-        const dy = b.y - a.y;
-        const d = Math.sqrt(dx * dx + dy * dy) || 1;
-        const pull = (d - 150) * 0.02;
-        a.fx += (pull * dx) / d; a.fy += (pull * dy) / d;
-        b.fx -= (pull * dx) / d; b.fy -= (pull * dy) / d;
-      }
-      for (const a of list) {
-        a.x = Math.min(W - 40, Math.max(40, a.x + Math.max(-10, Math.min(10, a.fx))));
-        a.y = Math.min(H - 20, Math.max(20, a.y + Math.max(-10, Math.min(10, a.fy))));
-      }
-    }
+function refreshFilter() {
+  const select = $("g-rel");
+  const chosen = select.value;
+  const predicates = [...new Set(cy.edges().map((e) => e.data("predicate")))].sort();
+  fill(select, el("option", { value: "" }, t("all")),
+    predicates.map((p) => el("option", { value: p, selected: p === chosen }, humanise(p, catalogue.labels))));
+  applyFilter();
+}
+
+function applyFilter() {
+  const only = $("g-rel").value;
+  cy.elements().removeClass("hidden");
+  if (only) {
+    cy.edges().filter((e) => e.data("predicate") !== only).addClass("hidden");
+    cy.nodes().filter((n) => n.id() !== root && n.connectedEdges(":visible").empty()).addClass("hidden");
   }
+  renderNodeList();
+}
 
-  const visible = (e) => !only || e.predicates.has(only);
+function activate(id) {
+  const node = cy.getElementById(id);
+  if (node.data("kind") === "entity" && !expanded.has(id)) busy(() => expandNode(id));
+  else select(id);
+}
 
-  function draw() {
-    const focused = document.activeElement && document.activeElement.getAttribute("data-id");
-    svg.replaceChildren();
-    const shown = new Set();
-    for (const e of edges.values()) {
-      if (!visible(e)) continue;
-      shown.add(e.from); shown.add(e.to);
-      const a = nodes.get(e.from);
-      const b = nodes.get(e.to);
-      svg.append(make("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "edge" }));
-      const label = make("text", { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 3, class: "edge-label" });
-      label.textContent = [...e.predicates].join(" / ");
-      svg.append(label);
-    }
-    const first = nodes.keys().next().value;
-    for (const n of nodes.values()) {
-      if (only && !shown.has(n.id) && n.id !== first) continue;
-      const g = make("g", {
-        class: `node ${n.kind}`, tabindex: "0", role: "button", "data-id": n.id,
-        "aria-label": `${n.label} (${n.entity_class || n.kind})`,
-      });
-      g.append(make("circle", { cx: n.x, cy: n.y, r: n.kind === "memory" ? 9 : 13 }));
-      const text = make("text", { x: n.x + 16, y: n.y + 5 });
-      text.textContent = n.label.length > 28 ? `${n.label.slice(0, 27)}…` : n.label;
-      g.append(text);
-      g.addEventListener("click", () => hooks.onExpand(n.id));
-      g.addEventListener("focus", () => hooks.onSelect(n.id));
-      g.addEventListener("keydown", (event) => {
-        if (event.key === "Enter" || event.key === " ") {
-          event.preventDefault();
-          hooks.onExpand(n.id);
-        }
-      });
-      svg.append(g);
-      if (n.id === focused) g.focus();
-    }
-  }
+function select(id) {
+  const node = cy.getElementById(id);
+  if (node.empty()) return;
+  cy.nodes().unselect();
+  node.select();
+  const memories = node.neighborhood("node.memory:visible");
+  const openMemory = (mid) => { views.show("memories"); busy(() => views.openMemory(mid)); };
+  fill($("node-panel"),
+    el("h2", { id: "node-title" }, node.data("full")),
+    el("p", { class: "note" }, node.data("entity_class") || t("memory")),
+    node.data("kind") === "entity"
+      ? el("button", { type: "button", id: "node-expand", onclick: () => busy(() => expandNode(id)) }, t("expand"))
+      : el("button", { type: "button", id: "node-open", onclick: () => openMemory(id) }, t("open")),
+    el("h3", {}, t("mentioned_in")),
+    memories.length ? el("ul", { id: "node-memories" }, memories.map((m) => el("li", {},
+      el("button", { type: "button", class: "link", onclick: () => openMemory(m.id()) }, m.data("full"))))) : el("p", {}, "—"),
+  );
+  renderNodeList();
+}
 
-  function filter(predicate) {
-    only = predicate;
-    draw();
-  }
+function renderNodeList() {
+  const nodes = cy.nodes(":visible").sort((a, b) => a.data("label").localeCompare(b.data("label")));
+  fill($("node-list"), nodes.map((n) => el("li", {},
+    el("button", { type: "button", class: "link", "data-id": n.id(), "aria-pressed": n.selected() ? "true" : "false", onclick: () => activate(n.id()) },
+      `${n.data("label")} (${n.data("entity_class") || t("memory")})`))));
+}
 
-  const predicates = () => [...new Set([...edges.values()].flatMap((e) => [...e.predicates]))].sort();
-  const node = (id) => nodes.get(id);
+function zoomBy(factor) {
+  const box = $("graph").getBoundingClientRect();
+  cy.zoom({ level: cy.zoom() * factor, renderedPosition: { x: box.width / 2, y: box.height / 2 } });
+}
 
-  function neighbours(id) {
-    const out = [];
-    for (const e of edges.values()) {
-      if (e.from === id) out.push(nodes.get(e.to));
-      else if (e.to === id) out.push(nodes.get(e.from));
-    }
-    return [...new Set(out)];
-  }
+const KEYS = {
+  "+": () => zoomBy(1.25), "=": () => zoomBy(1.25), "-": () => zoomBy(0.8), 0: () => cy.fit(cy.elements(":visible"), 30),
+  ArrowLeft: () => cy.panBy({ x: 40, y: 0 }), ArrowRight: () => cy.panBy({ x: -40, y: 0 }),
+  ArrowUp: () => cy.panBy({ x: 0, y: 40 }), ArrowDown: () => cy.panBy({ x: 0, y: -40 }),
+};
 
-  return { init, reset, expand, filter, predicates, node, neighbours };
-})();
+async function findEntities(event) {
+  event.preventDefault();
+  await busy(async () => {
+    const { results } = await api(`/v1/entities?q=${encodeURIComponent($("g-q").value)}&limit=10`);
+    fill($("entity-hits"), results.length ? el("ul", {}, results.map((e) => el("li", {},
+      el("button", { type: "button", class: "link", onclick: () => openGraph({ id: e.id, title_or_name: e.name, entity_class: e.entity_class, kind: "entity" }) },
+        `${e.name} (${e.entity_class})`)))) : el("p", {}, t("none_found")));
+  });
+}
+
+export function wireGraph() {
+  $("entity-form").addEventListener("submit", findEntities);
+  $("g-rel").addEventListener("change", () => { applyFilter(); cy.fit(cy.elements(":visible"), 30); });
+  $("g-asof").addEventListener("change", () => { if (root) openGraph({ id: root, title_or_name: cy.getElementById(root).data("full"), kind: cy.getElementById(root).data("kind"), entity_class: cy.getElementById(root).data("entity_class") }); });
+  $("g-zoom-in").addEventListener("click", () => cy && zoomBy(1.25));
+  $("g-zoom-out").addEventListener("click", () => cy && zoomBy(0.8));
+  $("g-fit").addEventListener("click", () => cy && cy.fit(cy.elements(":visible"), 30));
+  $("graph").addEventListener("keydown", (event) => {
+    if (cy && KEYS[event.key]) { event.preventDefault(); KEYS[event.key](); }
+  });
+  views.openGraph = openGraph;
+  window.KMGraph = { cy: () => cy }; // read by the browser tests
+}

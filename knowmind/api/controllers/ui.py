@@ -36,17 +36,18 @@ _HEADERS = {
 
 
 @cache
-def _asset(name: str) -> bytes | None:
-    """A file of ``knowmind/ui`` by its plain name (no folders: nothing else is reachable)."""
+def _asset(name: str, folder: str = "") -> bytes | None:
+    """A file of ``knowmind/ui`` (or of its ``vendor`` folder) by its plain name: no other
+    folder is reachable."""
     suffix = name[name.rfind(".") :] if "." in name else ""
     if suffix not in _TYPES or "/" in name or "\\" in name or name.startswith("."):
         return None
-    entry = resources.files("knowmind").joinpath("ui", name)  # a folder of data, no package
-    return entry.read_bytes() if entry.is_file() else None
+    entry = resources.files("knowmind").joinpath("ui", *filter(None, [folder]), name)
+    return entry.read_bytes() if entry.is_file() else None  # a folder of data, no package
 
 
-def _serve(name: str) -> Response[bytes]:
-    body = _asset(name)
+def _serve(name: str, folder: str = "") -> Response[bytes]:
+    body = _asset(name, folder)
     if body is None:
         raise NotFoundException("no such console file")
     media_type = _TYPES[name[name.rfind(".") :]]
@@ -69,5 +70,10 @@ class UIController(Controller):
 
     @get("/ui/static/{name:str}")
     async def static(self, name: FromPath[str]) -> Response[bytes]:
-        """Its script, stylesheet and texts."""
+        """Its scripts, stylesheet and texts."""
         return _serve(name)
+
+    @get("/ui/static/vendor/{name:str}")
+    async def vendor(self, name: FromPath[str]) -> Response[bytes]:
+        """The libraries it ships (``knowmind/ui/vendor``: cytoscape.js)."""
+        return _serve(name, "vendor")
