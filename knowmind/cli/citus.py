@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING
 
+from knowmind.cli.common import Subparsers
 from knowmind.db.citus import apply_plan, plan_for
-from knowmind.settings import SettingsError
+from knowmind.settings import Settings, SettingsError
 
-if TYPE_CHECKING:
-    from knowmind.settings import Settings
-
-__all__ = ["add_citus_parser", "cmd_citus_plan"]
+__all__ = ["add_parser", "cmd_citus_plan"]
 
 
 def cmd_citus_plan(settings: Settings, args: argparse.Namespace) -> int:
@@ -39,7 +36,7 @@ def cmd_citus_plan(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def add_citus_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(sub: Subparsers) -> None:
     citus = sub.add_parser("citus", help="distribute the schema over a Citus cluster")
     actions = citus.add_subparsers(dest="action", required=True)
     plan = actions.add_parser(

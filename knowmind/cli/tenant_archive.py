@@ -4,35 +4,39 @@ Lines) from a server or the local database, and restored into an empty tenant of
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 from uuid import UUID
 
-from knowmind.db.engine import Database
-from knowmind.errors import InvalidInputError
+import httpx
+from tqdm import tqdm
+
+from knowmind.cli.common import (
+    TENANT_HELP,
+    Subparsers,
+    add_server_options,
+    migrated_db,
+    on_database,
+)
+from knowmind.errors import InvalidInputError, NotFoundError
+from knowmind.services.admin import find_tenant
 from knowmind.services.tenant_archive import ImportReport, ImportTarget, TenantArchiveService
 from knowmind.settings import Settings
 
-__all__ = ["add_archive_commands"]
+__all__ = ["add_parsers"]
 
 
-def add_archive_commands(tenant: Any) -> None:
+def add_parsers(tenant: Subparsers) -> None:
     """``export`` and ``import`` under ``knowmind tenant`` (``tenant``: its subparsers)."""
     export = tenant.add_parser("export", help="write a tenant's archive (JSON Lines)")
-    export.add_argument("--tenant", required=True, type=UUID)
+    export.add_argument("--tenant", required=True, help=TENANT_HELP)
     export.add_argument("-o", "--output", required=True, help="FILE.jsonl, or - for stdout")
-    export.add_argument(
-        "--url",
-        default=os.environ.get("KNOWMIND_URL"),
-        help="a running server (or KNOWMIND_URL); without it the local database is read",
-    )
-    export.add_argument(
-        "--token",
-        default=os.environ.get("KNOWMIND_ADMIN_TOKEN"),
-        help="the server admin token with --url (or KNOWMIND_ADMIN_TOKEN)",
+    add_server_options(
+        export,
+        "KNOWMIND_ADMIN_TOKEN",
+        token_help="the server admin token with --url (or KNOWMIND_ADMIN_TOKEN)",
+        url_help="a running server (or KNOWMIND_URL); without it the local database is read",
     )
     export.set_defaults(fn=cmd_tenant_export)
     load = tenant.add_parser(
@@ -40,29 +44,20 @@ def add_archive_commands(tenant: Any) -> None:
     )
     load.add_argument("file", type=Path, help="an archive from GET /v1/admin/tenants/{id}/export")
     target = load.add_mutually_exclusive_group(required=True)
-    target.add_argument("--tenant", type=UUID, help="an existing, empty tenant")
+    target.add_argument("--tenant", help=f"an existing, empty tenant: {TENANT_HELP}")
     target.add_argument("--name", help="create a tenant of this name (language of the archive)")
     load.set_defaults(fn=cmd_tenant_import)
 
 
-async def _service(settings: Settings) -> tuple[Database, TenantArchiveService]:
-    from knowmind.cli import _migrated_db
-
-    db, model, dim = await _migrated_db(settings)  # refuses an unmigrated database
-    return db, TenantArchiveService(db, model, dim)
-
-
 def cmd_tenant_import(settings: Settings, args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from knowmind.cli import database
-
     if not args.file.is_file():
         raise InvalidInputError("file", f"{args.file} is not a readable file")
 
-    async def run() -> ImportReport:
-        db, service = await _service(settings)
+    async def run(settings: Settings) -> ImportReport:
+        db, model, dim = await migrated_db(settings)  # refuses an unmigrated database
         try:
+            tenant_id = (await find_tenant(db, args.tenant)).id if args.tenant else None
+            service = TenantArchiveService(db, model, dim)
             with (
                 args.file.open("rb") as handle,
                 tqdm(
@@ -74,13 +69,12 @@ def cmd_tenant_import(settings: Settings, args: argparse.Namespace) -> int:
                 ) as bar,
             ):
                 return await service.import_archive(
-                    handle, ImportTarget(args.tenant, args.name), progress=bar.update
+                    handle, ImportTarget(tenant_id, args.name), progress=bar.update
                 )
         finally:
             await db.dispose()
 
-    with database(settings) as settings:
-        report = asyncio.run(run())
+    report = on_database(settings, run)
     rows = ", ".join(f"{n} {kind}" for kind, n in report.counts.items() if n)
     print(f"tenant {report.tenant.id} ({report.tenant.name}): imported {rows or 'nothing'}")
     for note in report.notes:
@@ -106,32 +100,47 @@ def cmd_tenant_export(settings: Settings, args: argparse.Namespace) -> int:
         with _output(args.output) as out:
             _export_over_http(args.url, args.token, args.tenant, out)
         return 0
-    from knowmind.cli import database
 
-    async def run(out: IO[bytes]) -> None:
-        db, service = await _service(settings)
+    async def run(settings: Settings, out: IO[bytes]) -> None:
+        db, model, dim = await migrated_db(settings)  # refuses an unmigrated database
         try:
-            async for part in await service.export(args.tenant, None):
+            tenant = await find_tenant(db, args.tenant)
+            async for part in await TenantArchiveService(db, model, dim).export(tenant.id, None):
                 out.write(part)
         finally:
             await db.dispose()
 
-    with database(settings) as settings, _output(args.output) as out:
-        asyncio.run(run(out))
+    with _output(args.output) as out:
+        on_database(settings, lambda with_url: run(with_url, out))
     return 0
 
 
-def _export_over_http(url: str, token: str, tenant: UUID, out: IO[bytes]) -> None:
-    import httpx
-
-    path = f"{url.rstrip('/')}/v1/admin/tenants/{tenant}/export"
+def _export_over_http(url: str, token: str, ref: str, out: IO[bytes]) -> None:
+    base = url.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"}
+    tenant = _tenant_id_over_http(base, headers, ref)
+    path = f"{base}/v1/admin/tenants/{tenant}/export"
     with httpx.stream("GET", path, headers=headers, timeout=60.0) as response:
         if response.status_code != 200:
             response.read()
             raise InvalidInputError("--tenant", f"the server answered {response.status_code}")
         for part in response.iter_bytes():
             out.write(part)
+
+
+def _tenant_id_over_http(base: str, headers: dict[str, str], ref: str) -> UUID:
+    """The tenant's id: ``ref`` itself, or the id of the server's tenant of that name."""
+    try:
+        return UUID(ref)
+    except ValueError:
+        pass
+    listed = httpx.get(f"{base}/v1/admin/tenants", headers=headers, timeout=60.0)
+    if listed.status_code != 200:
+        raise InvalidInputError("--tenant", f"the server answered {listed.status_code}")
+    for tenant in listed.json():
+        if tenant["name"] == ref:
+            return UUID(tenant["id"])
+    raise NotFoundError(f"tenant {ref!r} not found")
 
 
 class _output:
