@@ -10,7 +10,14 @@ from msgspec import Meta, Struct
 from knowmind.answer.methods import METHOD_NAMES, method_pattern
 from knowmind.api.schemas import RecallFilters
 from knowmind.api.strict_body import StrictBody
-from knowmind.contract.limits import K_DEFAULT, K, ModelName, Query, require_visible
+from knowmind.contract.limits import (
+    K_DEFAULT,
+    ConversationId,
+    K,
+    ModelName,
+    Query,
+    require_visible,
+)
 
 __all__ = ["AnswerIn", "AnswerOut"]
 
@@ -36,15 +43,7 @@ class AnswerIn(StrictBody):
     filters: RecallFilters | None = None
     llm_model: ModelName | None = None
     max_tokens: Annotated[int, Meta(ge=16, le=2048)] = 256
-    conversation_id: (
-        Annotated[
-            UUID,
-            Meta(
-                description="a thread of turns (created on first use); follow-ups are read with it"
-            ),
-        ]
-        | None
-    ) = None
+    conversation_id: ConversationId | None = None
     share_conversation: Annotated[
         bool, Meta(description="a new conversation other tokens of the tenant may continue")
     ] = False
@@ -87,4 +86,7 @@ class AnswerOut(Struct):
     timings_ms: dict[str, float]
     tokens: dict[str, int]
     model: str | None
-    conversation_id: UUID | None = None
+    conversation_id: Annotated[
+        str | None,
+        Meta(description="the request's conversation_id (a UUID in its canonical form)"),
+    ] = None

@@ -21,7 +21,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    id: UUID
+    id: str  # the client's own (1-200 characters; a UUID in its canonical form)
     owner_token: UUID | None
     shared: bool
 
@@ -34,7 +34,7 @@ class Turn:
 
 
 async def find_conversation(
-    conn: AsyncConnection, tenant_id: UUID, conversation_id: UUID, *, lock: bool = False
+    conn: AsyncConnection, tenant_id: UUID, conversation_id: str, *, lock: bool = False
 ) -> Conversation | None:
     row = (
         await conn.execute(
@@ -51,7 +51,7 @@ async def find_conversation(
 async def create_conversation(
     conn: AsyncConnection,
     tenant_id: UUID,
-    conversation_id: UUID,
+    conversation_id: str,
     owner_token: UUID | None,
     shared: bool,
 ) -> Conversation:
@@ -69,7 +69,7 @@ async def create_conversation(
 
 
 async def recent_turns(
-    conn: AsyncConnection, tenant_id: UUID, conversation_id: UUID, limit: int
+    conn: AsyncConnection, tenant_id: UUID, conversation_id: str, limit: int
 ) -> list[Turn]:
     """The last ``limit`` turns, oldest first."""
     rows = await conn.execute(
@@ -84,7 +84,7 @@ async def recent_turns(
 
 
 async def add_turns(
-    conn: AsyncConnection, tenant_id: UUID, conversation_id: UUID, turns: Sequence[Turn]
+    conn: AsyncConnection, tenant_id: UUID, conversation_id: str, turns: Sequence[Turn]
 ) -> None:
     """Append ``turns`` after the conversation's last (its row locked: one writer at a time)."""
     await find_conversation(conn, tenant_id, conversation_id, lock=True)
