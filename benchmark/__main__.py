@@ -254,7 +254,7 @@ def _peers() -> dict[str, PeerSystem | str]:
 
 
 async def _capabilities(runtime: Runtime) -> dict[str, Any]:
-    return await runtime.health.capabilities()
+    return await runtime.admin.health.capabilities()
 
 
 def main(argv: list[str] | None = None) -> int:

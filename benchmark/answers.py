@@ -34,7 +34,7 @@ K = 5  # passages per answer, the endpoint's default
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"datasets": {}}
     async with start_runtime(args) as runtime:
-        llm = runtime.llm
+        llm = runtime.models.llm
         if llm is None:
             raise SystemExit("no language model here: make install fetches the embedded one")
         results["model"] = f"{llm.provider}:{llm.model}"
@@ -47,7 +47,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 scores, times, calls = [], [], 0
                 for query in tqdm(dataset.queries, desc=f"{name}/{method}", leave=False):
                     request = AnswerRequest(question=query.text, rerank=False)
-                    ctx = AnswerContext(llm, runtime.answers.retriever(who, request))
+                    ctx = AnswerContext(llm, runtime.answers.service.retriever(who, request))
                     started = time.perf_counter()
                     outcome = await ANSWER_METHODS[method](ctx, query.text, K)
                     times.append((time.perf_counter() - started) * 1000)

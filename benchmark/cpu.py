@@ -46,7 +46,7 @@ class CpuClock:
     @classmethod
     async def of_database(cls, runtime: Runtime) -> CpuClock:
         """The clock of ``runtime``'s database: the parent of one of its backends."""
-        async with runtime.db.owner_tx() as conn:
+        async with runtime.database.db.owner_tx() as conn:
             backend = int(await conn.scalar(text("SELECT pg_backend_pid()")))
         stat_of = process_stat(backend)
         if stat_of is None or not stat_of[0].startswith("postgres"):

@@ -86,7 +86,7 @@ async def _b_writes(runtime: Runtime, b: Principal, n: int, tag: str) -> list[fl
     times = []
     for i in range(n):
         started = time.perf_counter()
-        await runtime.memories.remember(
+        await runtime.ingest.memories.remember(
             b, MemoryDraft(content=f"Notiz {tag}-{i}: Raum {i} ist ab Montag frei.")
         )
         times.append((time.perf_counter() - started) * 1000)
@@ -99,7 +99,9 @@ async def _b_recalls(runtime: Runtime, b: Principal, rounds: int) -> dict[str, A
     for _ in range(rounds):
         for question in _QUESTIONS * 4:
             started = time.perf_counter()
-            outcome = await runtime.recall.recall(b, RecallRequest(text=question, k=10, hops=2))
+            outcome = await runtime.recall.service.recall(
+                b, RecallRequest(text=question, k=10, hops=2)
+            )
             times.append((time.perf_counter() - started) * 1000)
             for stage, ms in outcome.timings_ms.items():
                 stages.setdefault(stage, []).append(ms)
@@ -116,7 +118,7 @@ async def _a_load(runtime: Runtime, a: Principal) -> dict[str, int]:
 
     async def one(draft: MemoryDraft) -> None:
         try:
-            await runtime.memories.remember(a, draft)
+            await runtime.ingest.memories.remember(a, draft)
             outcomes["stored"] += 1
         except OverloadedError as exc:
             outcomes[f"refused_{exc.status_code}"] += 1
@@ -137,12 +139,12 @@ async def run_fairness(settings: Settings, model: Any, query_model: Any = None) 
     try:
         tenants = []
         for name in ("fair-a", "fair-b"):
-            row = await runtime.admin.create_tenant(f"{name}-{time.time_ns()}", "german")
+            row = await runtime.admin.admin.create_tenant(f"{name}-{time.time_ns()}", "german")
             tenants.append(Principal(UUID(str(row.id)), frozenset({"write"}), language="german"))
         a, b = tenants
         for n in range(10):
             for fact in _FACTS:
-                await runtime.memories.remember(b, MemoryDraft(content=fact.format(n=n)))
+                await runtime.ingest.memories.remember(b, MemoryDraft(content=fact.format(n=n)))
         await _b_recalls(runtime, b, 1)  # warm
         idle = {
             "write_ms": percentiles(await _b_writes(runtime, b, 5, "idle")),

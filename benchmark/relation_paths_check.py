@@ -39,10 +39,10 @@ CORPUS = Path(__file__).with_name("corpora") / "relations.json"
 
 
 async def load(runtime: Runtime, corpus: dict[str, Any]) -> tuple[Principal, dict[UUID, str]]:
-    tenant = await runtime.admin.create_tenant(f"relations-{time.time_ns()}", "german")
+    tenant = await runtime.admin.admin.create_tenant(f"relations-{time.time_ns()}", "german")
     who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language="german")
     for entity in corpus["entities"]:
-        await runtime.graph.upsert_entity(
+        await runtime.graph.service.upsert_entity(
             who, entity["name"], entity["class"], aliases=entity.get("aliases") or []
         )
     keys = {}
@@ -53,17 +53,17 @@ async def load(runtime: Runtime, corpus: dict[str, Any]) -> tuple[Principal, dic
             source=memory["key"],
             relations=inline_relations(memory.get("relations", ())),
         )
-        keys[(await runtime.memories.remember(who, draft)).id] = memory["key"]
-    while (await runtime.health.stats(who))["pending_jobs"]:
+        keys[(await runtime.ingest.memories.remember(who, draft)).id] = memory["key"]
+    while (await runtime.admin.health.stats(who))["pending_jobs"]:
         await asyncio.sleep(0.2)
-    await runtime.admin.refresh_statistics()
+    await runtime.admin.admin.refresh_statistics()
     return who, keys
 
 
 async def ask(
     runtime: Runtime, tenant: UUID, text: str
 ) -> tuple[list[Candidate], StageContext, float]:
-    async with runtime.db.read(tenant, custom_plans=True) as conn:
+    async with runtime.database.db.read(tenant, custom_plans=True) as conn:
         entities = await match_entities(conn, tenant, text)
 
     async def named() -> list[MatchedEntity]:
@@ -72,7 +72,7 @@ async def ask(
     async def never(*_: Any) -> Any:
         raise AssertionError("not used by the relation stage")
 
-    ctx = StageContext(runtime.db, never, named, never)
+    ctx = StageContext(runtime.database.db, never, named, never)
     query = RecallRequest(text=text, tenant_id=tenant, candidates=20, explain=True)
     started = time.perf_counter()
     found = await RelationPathStage().search(query, ctx)

@@ -110,9 +110,9 @@ async def ingest(runtime: Runtime, who: Principal, dataset: Dataset) -> dict[str
     started = time.perf_counter()
     if dataset.titles_as_entities:
         for title in tqdm(sorted({d.title for d in dataset.docs}), desc="entities", leave=False):
-            await runtime.graph.upsert_entity(who, title, "Topic")
+            await runtime.graph.service.upsert_entity(who, title, "Topic")
     for name, entity_class, aliases in dataset.entities:
-        await runtime.graph.upsert_entity(who, name, entity_class, aliases=aliases)
+        await runtime.graph.service.upsert_entity(who, name, entity_class, aliases=aliases)
     if dataset.conversational:
         await _remember_conversations(runtime, who, dataset)
         return await _extracted(runtime, who, dataset, started, time.perf_counter() - started)
@@ -143,7 +143,7 @@ async def _extracted(
     runtime: Runtime, who: Principal, dataset: Dataset, started: float, remembered: float
 ) -> dict[str, float]:
     """Waits for extraction, then the ingest statistics."""
-    while (await runtime.health.stats(who))["pending_jobs"]:
+    while (await runtime.admin.health.stats(who))["pending_jobs"]:
         await asyncio.sleep(0.2)
     return {
         "documents": len(dataset.docs),
@@ -156,7 +156,7 @@ async def _extracted(
 async def _remember_conversations(runtime: Runtime, who: Principal, dataset: Dataset) -> None:
     """Each session of the dataset remembered in one conversation call (its turns in order,
     with their times and speakers; the window of earlier turns as the dataset says)."""
-    service = runtime.memories
+    service = runtime.ingest.memories
     if dataset.turn_context is not None:
         service = copy(service)
         service.ingest = replace(service.ingest, turn_context=dataset.turn_context)
@@ -193,7 +193,7 @@ async def _remember(runtime: Runtime, who: Principal, draft: MemoryDraft) -> Non
     (429) waits until extraction has caught up, then tries again."""
     while True:
         try:
-            await runtime.memories.remember(who, draft)
+            await runtime.ingest.memories.remember(who, draft)
             return
         except OverloadedError as exc:
             await asyncio.sleep(min(exc.retry_after_s, 1.0))
@@ -209,7 +209,7 @@ async def run_pipeline_system(
         doc_of = await document_ids(runtime, who)
         for query in part.queries:
             request = system_request(name, system, query.text, query.reference_time)
-            outcome = await runtime.recall.recall(who, request)
+            outcome = await runtime.recall.service.recall(who, request)
             ranking = [doc_of.get(r.chunk.memory_id) or "" for r in outcome.results]
             qrels = part.qrels[query.id]
             scores = per_query(ranking, qrels)
@@ -234,7 +234,7 @@ async def document_ids(runtime: Runtime, who: Principal) -> dict[UUID, str]:
     """{memory id: the dataset's document id}: a memory's ``source``, or a conversation turn's
     message id."""
     assert who.tenant_id is not None
-    async with runtime.db.tenant_tx(who.tenant_id) as conn:
+    async with runtime.database.db.tenant_tx(who.tenant_id) as conn:
         rows = await conn.execute(
             text(
                 "SELECT id, coalesce(source, metadata ->> 'message_id') FROM memories "
@@ -271,7 +271,7 @@ async def run_filename_system(runtime: Runtime, tenants: Tenants, dataset: Datas
         assert who.tenant_id is not None
         for query in tqdm(part.queries, desc=f"{dataset.name}/filename", leave=False):
             started = time.perf_counter()
-            async with runtime.db.tenant_tx(who.tenant_id) as conn:
+            async with runtime.database.db.tenant_tx(who.tenant_id) as conn:
                 found = await conn.execute(
                     text(
                         "SELECT source FROM memories WHERE tenant_id = :t ORDER BY "
@@ -293,7 +293,7 @@ async def run_peer(peer: Any, runtime: Runtime, dataset: Dataset, name: str) -> 
     index per partition."""
     from benchmark.peers import PeerDoc
 
-    embedder = runtime.embedder
+    embedder = runtime.models.embedder
     rows, per_q, times = [], {}, []
     for part in dataset.parts():
         passages = [passage_text(d.title, d.text) for d in part.docs]
@@ -320,7 +320,7 @@ async def ingested_tenant(runtime: Runtime, dataset: Dataset) -> tuple[Tenants, 
     statistics."""
     tenants, stats = [], []
     for part in dataset.parts():
-        tenant = await runtime.admin.create_tenant(
+        tenant = await runtime.admin.admin.create_tenant(
             f"bench-{dataset.name}-{time.time_ns()}", part.language
         )
         who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language=part.language)
@@ -328,7 +328,7 @@ async def ingested_tenant(runtime: Runtime, dataset: Dataset) -> tuple[Tenants, 
         tenants.append(who)
     # as autovacuum would within a minute or two: queries right after a bulk load should not
     # be timed with plans made for an empty tenant
-    await runtime.admin.refresh_statistics()
+    await runtime.admin.admin.refresh_statistics()
     ingest_s = sum(s["ingest_s"] for s in stats)
     return tenants, {
         "documents": sum(s["documents"] for s in stats),

@@ -186,7 +186,7 @@ async def _hnsw_recall_at_10(
     rows (re-sorted exactly) of which the first 10 are compared."""
 
     async def top10(vector: np.ndarray, path: Any, ef: int, limit: int) -> tuple[set[UUID], float]:
-        async with runtime.db.tenant_tx(tenant) as conn:
+        async with runtime.database.db.tenant_tx(tenant) as conn:
             started = time.perf_counter()
             rows = await vector_candidates(
                 conn, tenant, vector, MemoryFilters(), limit, path=path, ef_search=ef
@@ -215,7 +215,7 @@ async def _hnsw_recall_at_10(
 async def _build_tenant_indexes(runtime: Runtime, min_rows: int) -> dict[str, Any]:
     """What ``knowmind tenant-index --auto`` does, timed."""
     started = time.perf_counter()
-    built = await TenantIndexService(runtime.db).build_for_large(min_rows)
+    built = await TenantIndexService(runtime.database.db).build_for_large(min_rows)
     return {
         "tenant_index_min_rows": min_rows,
         "tenant_indexes": [r.chunks for r in built],
@@ -224,7 +224,7 @@ async def _build_tenant_indexes(runtime: Runtime, min_rows: int) -> dict[str, An
 
 
 async def _stage_path(runtime: Runtime, tenant: UUID, exact_max_rows: int) -> VectorPath:
-    async with runtime.db.tenant_tx(tenant) as conn:
+    async with runtime.database.db.tenant_tx(tenant) as conn:
         return await choose_vector_path(conn, tenant, exact_max_rows)
 
 
@@ -255,7 +255,7 @@ async def run_scale(
     embedder = QueryCacheEmbedder(model, queries, cached_model.embed_queries(queries))
     runtime = await warm_runtime(settings, embedder)
     try:
-        async with runtime.db.owner_tx() as conn:
+        async with runtime.database.db.owner_tx() as conn:
             corpus = int(await conn.scalar(text("SELECT count(*) FROM chunks")))
         targets = {}  # one tenant per size, smallest first
         for t in sorted(tenants, key=lambda t: t.chunks):
@@ -347,7 +347,7 @@ async def run_scale(
             "recall_profile": profile,
             "hnsw_recall_at_10": recall,
             "vector_exact_max_rows": settings.recall.vector_exact_max_rows,
-            "storage_per_1k_chunks_mb": await storage_per_1k(runtime.db),
+            "storage_per_1k_chunks_mb": await storage_per_1k(runtime.database.db),
             "ingest": await measure_ingest(runtime, model, *ingest_texts_and_rounds),
             "cores": available_cores(),
             "cpu_measured": clock.postmaster is not None,

@@ -43,7 +43,7 @@ Measure = Callable[[Runtime, Principal, list[str], int], Awaitable[dict[str, Any
 async def _reset(runtime: Runtime) -> str | None:
     """Start counting afresh; why that is impossible here, or None."""
     try:
-        async with runtime.db.owner_tx() as conn:
+        async with runtime.database.db.owner_tx() as conn:
             await conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
             await conn.execute(text("SELECT pg_stat_statements_reset()"))
     except DBAPIError as exc:
@@ -63,8 +63,8 @@ async def recall_profile(
     started = time.process_time()
     result = await measure(runtime, who, queries, 1)
     cpu_s = time.process_time() - started
-    async with runtime.db.owner_tx() as conn:
-        app_role = runtime.db.app.url.username
+    async with runtime.database.db.owner_tx() as conn:
+        app_role = runtime.database.db.app.url.username
         rows = (await conn.execute(text(_STATEMENTS_SQL), {"app_role": app_role})).all()
     n = result["requests"]
     statements = sorted(rows, key=lambda r: -(r.total_exec_time + r.total_plan_time))

@@ -105,7 +105,9 @@ async def sample_recalls(
     async def one(query: str) -> None:
         async with semaphore:
             started = time.perf_counter()
-            outcome = await runtime.recall.recall(who, RecallRequest(text=query, k=10, hops=2))
+            outcome = await runtime.recall.service.recall(
+                who, RecallRequest(text=query, k=10, hops=2)
+            )
             sample.wall_ms.append((time.perf_counter() - started) * 1000)
             for stage, ms in outcome.timings_ms.items():
                 sample.stages.setdefault(stage, []).append(ms)

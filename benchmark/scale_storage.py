@@ -67,7 +67,7 @@ async def measure_ingest(runtime: Runtime, model: Any, n: int, rounds: int = 3) 
     within a minute, which two single measurements taken apart would report as the ratio (the
     standard layout alternates six pairs of one batch each, a few seconds per side)."""
     nonce = time.time_ns()
-    tenant = await runtime.admin.create_tenant(f"scale-ingest-{nonce}", "german")
+    tenant = await runtime.admin.admin.create_tenant(f"scale-ingest-{nonce}", "german")
     who = Principal(UUID(str(tenant.id)), frozenset({"write"}), language="german")
     pairs = []
     for round_ in range(rounds):
@@ -82,7 +82,7 @@ async def measure_ingest(runtime: Runtime, model: Any, n: int, rounds: int = 3) 
         started = time.perf_counter()
         for start in range(0, n, MAX_BATCH_ITEMS):
             batch = drafts[start : start + MAX_BATCH_ITEMS]
-            results = await remember_batch(runtime.memories, who, batch)
+            results = await remember_batch(runtime.ingest.memories, who, batch)
             assert all(r.status == "created" for r in results), results
         pairs.append((raw_rate, n / (time.perf_counter() - started)))
     return {

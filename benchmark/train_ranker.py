@@ -75,7 +75,7 @@ async def collect(args: argparse.Namespace) -> Path:
                             explain=True,
                             reference_time=query.reference_time,
                         )
-                        outcome = await runtime.recall.recall(who, request)
+                        outcome = await runtime.recall.service.recall(who, request)
                         row = _query_row(name, query, split, part, outcome.shortlist, doc_of)
                         out.write(json.dumps(row) + "\n")
                         count += 1

@@ -1,8 +1,10 @@
-"""The application factory: ``create_app(settings)`` wires controllers, runtime and logging."""
+"""The application factory: ``create_app(settings)`` wires controllers, the runtime's services
+and logging. Controllers declare the services they need by name (``memories:
+NamedDependency[MemoryService]``); ``SERVICES`` says where the runtime holds each."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import cast
 
@@ -31,7 +33,7 @@ from knowmind.api.controllers.ui import UIController
 from knowmind.api.controllers.users import TenantAccessController
 from knowmind.api.errors import exception_handlers
 from knowmind.api.guards import auth_guard, provide_principal
-from knowmind.api.mcp import MCPController
+from knowmind.api.mcp import MCPController, provide_tools
 from knowmind.api.metrics import METRICS_CONFIG, MetricsController
 from knowmind.api.openapi import document_statuses
 from knowmind.api.reference import ReferencePage, reference_router
@@ -43,11 +45,45 @@ from knowmind.models.base import Embedder
 from knowmind.runtime import Runtime, check_registered_names
 from knowmind.settings import Settings
 
-__all__ = ["create_app"]
+__all__ = ["SERVICES", "create_app"]
+
+#: Every service a controller may declare, by name, and where the runtime holds it.
+SERVICES: dict[str, Callable[[Runtime], object]] = {
+    "access": lambda rt: rt.admin.access,
+    "admin": lambda rt: rt.admin.admin,
+    "answers": lambda rt: rt.answers.service,
+    "audit": lambda rt: rt.admin.audit,
+    "documents": lambda rt: rt.ingest.documents,
+    "erasure": lambda rt: rt.admin.erasure,
+    "graph": lambda rt: rt.graph.service,
+    "health": lambda rt: rt.admin.health,
+    "jobs": lambda rt: rt.ingest.jobs,
+    "load": lambda rt: rt.admin.load,
+    "memories": lambda rt: rt.ingest.memories,
+    "recall": lambda rt: rt.recall.service,
+    "supervisor": lambda rt: rt.database.supervisor,
+    "tenant_archive": lambda rt: rt.admin.tenant_archive,
+    "tenant_settings": lambda rt: rt.answers.tenant_settings,
+}
 
 
-def _provide_runtime(state: State) -> Runtime:
-    return cast(Runtime, state.runtime)  # set in create_app; State is untyped
+def _provider(pick: Callable[[Runtime], object]) -> Provide:
+    def provide(state: State) -> object:
+        return pick(cast(Runtime, state.runtime))  # set by the lifespan; State is untyped
+
+    return Provide(provide, sync_to_thread=False)
+
+
+def _dependencies(settings: Settings) -> dict[str, Provide]:
+    def provide_settings() -> Settings:
+        return settings
+
+    return {
+        **{name: _provider(pick) for name, pick in SERVICES.items()},
+        "settings": Provide(provide_settings, sync_to_thread=False),
+        "tools": Provide(provide_tools, sync_to_thread=False),  # MCP's, from those above
+        "principal": Provide(provide_principal, sync_to_thread=False),
+    }
 
 
 def create_app(
@@ -66,6 +102,7 @@ def create_app(
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         runtime = await Runtime.start(settings, embedder, embedded, query_embedder)
         app.state.runtime = runtime
+        app.state.access = runtime.admin.access  # the guard's (guards take no dependencies)
         runtime.start_supervision()
         runtime.start_loading_reranker(freeze_heap=True)
         if settings.server.run_workers == "on":
@@ -98,10 +135,7 @@ def create_app(
         ],
         lifespan=[lifespan],
         guards=[auth_guard, strict_body_guard],
-        dependencies={
-            "runtime": Provide(_provide_runtime, sync_to_thread=False),
-            "principal": Provide(provide_principal, sync_to_thread=False),
-        },
+        dependencies=_dependencies(settings),
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
         middleware=[RequestLogMiddleware, METRICS_CONFIG.middleware],
         request_max_body_size=settings.server.max_body_bytes,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 __all__ = [
     "ConflictError",
     "ForbiddenError",
@@ -45,9 +47,12 @@ class ConflictError(KnowmindError):
 
     status_code = 409
 
-    def __init__(self, message: str, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, field: str | None = None, *, existing_id: UUID | None = None
+    ) -> None:
         super().__init__(message)
         self.field = field
+        self.existing_id = existing_id  # the stored thing it clashes with (a tenant's name)
 
 
 class OverloadedError(KnowmindError):

@@ -33,10 +33,10 @@ CONTENTS = [
 
 async def seeded_reader(runtime: Runtime, name: str) -> Principal:
     """A new German tenant holding ``CONTENTS``, and a reader of it."""
-    tenant = await runtime.admin.create_tenant(name, "german")
+    tenant = await runtime.admin.admin.create_tenant(name, "german")
     writer = Principal(tenant.id, frozenset({"write"}))
     for content in CONTENTS:
-        await runtime.memories.remember(writer, MemoryDraft(content=content))
+        await runtime.ingest.memories.remember(writer, MemoryDraft(content=content))
     return Principal(tenant.id, frozenset({"read"}), language="german")
 
 
@@ -83,7 +83,7 @@ async def test_the_cpu_clock_counts_the_database_backends_work(settings, embedde
         clock = await CpuClock.of_database(runtime)
         assert clock.postmaster is not None
         before, total_before = clock.database_seconds(), clock.seconds()
-        async with runtime.db.owner_tx() as conn:
+        async with runtime.database.db.owner_tx() as conn:
             started = time.perf_counter()
             await conn.execute(text("SELECT count(*) FROM generate_series(1, 3000000)"))
             busy_s = time.perf_counter() - started

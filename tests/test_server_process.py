@@ -236,12 +236,17 @@ def test_banner_lines_work_as_written(tmp_path, data_dir_set):
         if not data_dir_set and not made_default:  # this machine's default dir holds tenants
             suffix = uuid.uuid4().hex[:8]
             pasted = pasted.replace('"name": "demo"', f'"name": "demo-{suffix}"')
-        ran = _bash(pasted, env)
-        assert ran.returncode == 0, f"banner: {ran.stdout}\n{ran.stderr}"
-        assert re.search(r"tenant [0-9a-f-]{36} token kmt_\S+", ran.stdout), ran.stdout
-        again = _bash(pasted, env)  # pasted twice: the server's reason, not a traceback
-        assert again.returncode != 0 and "Traceback" not in again.stderr
-        assert "knowmind: a tenant named 'demo" in again.stderr and "exists already" in again.stderr
+        made = re.compile(r"tenant ([0-9a-f-]{36}) token kmt_\S+")
+        tenants = []
+        for name in ("banner", "banner again"):
+            ran = _bash(pasted, env)
+            assert ran.returncode == 0, f"{name}: {ran.stdout}\n{ran.stderr}"
+            found = made.search(ran.stdout)
+            assert found, ran.stdout
+            tenants.append(found.group(1))
+        assert tenants[0] == tenants[1]  # pasted twice: the tenant of the first, a new token
+        named = f"{data_dir} (KNOWMIND_DATA_DIR)" if data_dir_set else "KNOWMIND_DATA_DIR is unset"
+        assert "data dir " in banner and named in banner  # where `admin-token` must look
     finally:
         stop(server)
         if made_default and default_dir is not None:

@@ -58,12 +58,12 @@ async def test_a_killed_embedded_database_is_restarted_without_losing_writes(
         await asyncio.to_thread(upgrade, url, embedder.model_id, embedder.dim)
         own = settings.with_overrides(database_url=url, app_database_url=None)
         runtime = await Runtime.start(own, embedder, server)
-        runtime.supervisor.interval_s = 0.5
+        runtime.database.supervisor.interval_s = 0.5
         runtime.start_supervision()
         try:
-            tenant = await runtime.admin.create_tenant("supervised", "german")
+            tenant = await runtime.admin.admin.create_tenant("supervised", "german")
             who = Principal(tenant.id, frozenset({"write"}))
-            acknowledged = await runtime.memories.remember(
+            acknowledged = await runtime.ingest.memories.remember(
                 who, MemoryDraft(content="Vor dem Absturz gespeichert.")
             )
             os.kill(_postmaster_pid(server), signal.SIGKILL)
@@ -71,18 +71,18 @@ async def test_a_killed_embedded_database_is_restarted_without_losing_writes(
             stored = None
             while stored is None and time.monotonic() - killed_at < 30:
                 try:
-                    stored = await runtime.memories.remember(
+                    stored = await runtime.ingest.memories.remember(
                         who, MemoryDraft(content=f"Nach dem Absturz {uuid.uuid4()}.")
                     )
                 except Exception:
                     await asyncio.sleep(0.5)
-            assert stored is not None, runtime.supervisor.report
+            assert stored is not None, runtime.database.supervisor.report
             # the server may take writes a moment before the supervisor's restart call returns
             counted_by = time.monotonic() + 10
-            while runtime.supervisor.report.restarts < 1 and time.monotonic() < counted_by:
+            while runtime.database.supervisor.report.restarts < 1 and time.monotonic() < counted_by:
                 await asyncio.sleep(0.1)
-            assert runtime.supervisor.report.restarts >= 1
-            listed = await runtime.memories.get(who, acknowledged.id)
+            assert runtime.database.supervisor.report.restarts >= 1
+            listed = await runtime.ingest.memories.get(who, acknowledged.id)
             assert listed.content == "Vor dem Absturz gespeichert."
         finally:
             await runtime.close()

@@ -178,7 +178,7 @@ async def summary_and_conversation(db, embedder, tenant: UUID, document: UUID) -
     async with db.tenant_tx(tenant, write=True) as conn:
         summary = NewSummary(1, text, 3, vector)
         await insert_summaries(conn, tenant, document, [summary], "test-summariser")
-        conversation = uuid4()
+        conversation = str(uuid4())  # any client string names one (migration 0022)
         await create_conversation(conn, tenant, conversation, None, True)
         await add_turns(
             conn,

@@ -65,6 +65,9 @@ def on_validation_error(
 
 def on_knowmind_error(_: Request[Any, Any, Any], error: KnowmindError) -> Response[dict[str, Any]]:
     field = getattr(error, "field", None)
+    if isinstance(error, ConflictError) and error.existing_id is not None:
+        # the existing tenant's id, as a 201 would have it: a walkthrough runs twice
+        return _body(error.status_code, str(error), field=field, id=str(error.existing_id))
     if isinstance(error, InvalidInputError | ConflictError) and field:
         return _body(error.status_code, str(error), field=field)
     response = _body(error.status_code, str(error))

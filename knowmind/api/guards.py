@@ -45,7 +45,7 @@ async def auth_guard(
     needed = handler.opt.get("scope")
     if needed is None:
         return
-    access: AccessControl = connection.app.state.runtime.access
+    access: AccessControl = connection.app.state.access  # set by the app's lifespan
     try:
         principal = await access.admit(
             connection.headers.get("authorization"), caller_of(connection, access), needed

@@ -46,11 +46,16 @@ from knowmind.mcp.protocol import (
     error_reply,
     parse_message,
 )
-from knowmind.mcp.tools import listed_tools
-from knowmind.runtime import Runtime
-from knowmind.services.access import AccessRefused
+from knowmind.mcp.tools import ToolServices, listed_tools
+from knowmind.services.access import AccessControl, AccessRefused
+from knowmind.services.answer import AnswerService
+from knowmind.services.documents import DocumentService
+from knowmind.services.graph import GraphService
+from knowmind.services.health import HealthService
+from knowmind.services.memories import MemoryService
+from knowmind.services.recall import RecallService
 
-__all__ = ["MCPController"]
+__all__ = ["MCPController", "provide_tools"]
 
 UNAUTHORIZED = -32001
 TOO_MANY_REQUESTS = -32029  # implementation-defined server error (-32000 to -32099)
@@ -127,6 +132,18 @@ def _refused(refused: AccessRefused) -> Response[bytes]:
     return _json_response(body, HTTP_401_UNAUTHORIZED, {"WWW-Authenticate": _CHALLENGE})
 
 
+def provide_tools(
+    memories: NamedDependency[MemoryService],
+    recall: NamedDependency[RecallService],
+    documents: NamedDependency[DocumentService],
+    graph: NamedDependency[GraphService],
+    health: NamedDependency[HealthService],
+    answers: NamedDependency[AnswerService],
+) -> ToolServices:
+    """The ``tools`` dependency: the services the MCP tools call, from the app's own."""
+    return ToolServices(memories, recall, documents, graph, health, answers)
+
+
 class MCPController(Controller):
     path = "/api/mcp/v1"
     tags = ["mcp"]
@@ -145,9 +162,11 @@ class MCPController(Controller):
         },
     )
     async def message(
-        self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
+        self,
+        request: Request[Any, Any, Any],
+        access: NamedDependency[AccessControl],
+        tools: NamedDependency[ToolServices],
     ) -> Response[bytes]:
-        access = runtime.access
         try:
             principal = await access.admit(
                 request.headers.get("authorization"), caller_of(request, access)
@@ -169,7 +188,7 @@ class MCPController(Controller):
         except ProtocolError as exc:
             body = error_reply(exc.request_id, exc.code, exc.message)
             return _json_response(body, HTTP_400_BAD_REQUEST)
-        reply = await MCPDispatcher(runtime).reply(incoming, principal)
+        reply = await MCPDispatcher(tools).reply(incoming, principal)
         if reply is None:
             return Response(b"", status_code=HTTP_202_ACCEPTED)
         return _reply(reply, wants_event_stream(request.headers.get("accept")))

@@ -15,10 +15,8 @@ from litestar.plugins.prometheus import PrometheusConfig
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from knowmind import metrics
-from knowmind.runtime import Runtime
 from knowmind.services.auth import SERVER_ADMIN
-from knowmind.store.jobs import job_backlog
-from knowmind.store.outbox import outbox_lag
+from knowmind.services.load import Load, LoadService
 
 __all__ = ["METRICS_CONFIG", "MetricsController"]
 
@@ -30,30 +28,27 @@ METRICS_CONFIG = PrometheusConfig(
 )
 
 
-async def _refresh(runtime: Runtime) -> None:
-    waiting = runtime.embedder.waiting_passages()
-    metrics.EMBED_QUEUE_PASSAGES.set(sum(waiting.values()))
-    metrics.EMBED_QUEUE_TENANTS.set(len(waiting))
-    gate = runtime.recall.gate
-    if gate is not None:
-        metrics.RECALLS.labels(state="running").set(gate.running)
-        metrics.RECALLS.labels(state="waiting").set(gate.waiting)
-    try:
-        async with runtime.db.owner_tx() as conn:
-            backlog = await job_backlog(conn)
-            pending, oldest = await outbox_lag(conn)
-    except Exception:  # the database is down: the last values stand, /health says the rest
-        return
-    metrics.JOBS.labels(state="waiting").set(backlog["pending_jobs"])
-    metrics.JOBS.labels(state="failed").set(backlog["failed_jobs"])
-    metrics.MIRROR_PENDING_CHANGES.set(pending)
-    metrics.MIRROR_OLDEST_CHANGE_SECONDS.set(oldest)
+def _refresh(load: Load) -> None:
+    """The gauges from the service's reading (a database that did not answer leaves the last
+    values of its gauges standing)."""
+    metrics.EMBED_QUEUE_PASSAGES.set(load.queued_passages)
+    metrics.EMBED_QUEUE_TENANTS.set(load.queued_tenants)
+    if load.recalls is not None:
+        running, waiting = load.recalls
+        metrics.RECALLS.labels(state="running").set(running)
+        metrics.RECALLS.labels(state="waiting").set(waiting)
+    backlog = load.backlog
+    if backlog is not None:
+        metrics.JOBS.labels(state="waiting").set(backlog.pending_jobs)
+        metrics.JOBS.labels(state="failed").set(backlog.failed_jobs)
+        metrics.MIRROR_PENDING_CHANGES.set(backlog.mirror_pending)
+        metrics.MIRROR_OLDEST_CHANGE_SECONDS.set(backlog.mirror_oldest_s)
 
 
 class MetricsController(Controller):
     path = "/metrics"
 
     @get("/", include_in_schema=False, opt={"scope": SERVER_ADMIN})
-    async def scrape(self, runtime: NamedDependency[Runtime]) -> Response[bytes]:
-        await _refresh(runtime)
+    async def scrape(self, load: NamedDependency[LoadService]) -> Response[bytes]:
+        _refresh(await load.load())
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -66,6 +66,11 @@ _ERROR_SCHEMA = Schema(
         "status_code": Schema(type=OpenAPIType.INTEGER),
         "detail": Schema(type=OpenAPIType.STRING),
         "field": Schema(type=OpenAPIType.STRING, description="the offending field (422, 409)"),
+        "id": Schema(
+            type=OpenAPIType.STRING,
+            format=OpenAPIFormat.UUID,
+            description="409: the id of what exists already (a tenant of that name)",
+        ),
     },
 )
 

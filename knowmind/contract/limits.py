@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
 import msgspec
 from msgspec import Meta
@@ -30,6 +31,7 @@ __all__ = [
     "ClassName",
     "Confidence",
     "Content",
+    "ConversationId",
     "Description",
     "FilledContent",
     "FilledTitle",
@@ -54,6 +56,7 @@ __all__ = [
     "Text",
     "Title",
     "TurnOffset",
+    "conversation_key",
     "json_schema",
     "reject_nul",
     "require_visible",
@@ -146,6 +149,18 @@ MAX_TURN_OFFSET = 1_000_000
 MessageCount = Meta(min_length=1, max_length=MAX_MESSAGES)
 MessageId = Annotated[str, Meta(min_length=1, max_length=SCOPE_ID_MAX_CHARS, pattern=SCOPE_PATTERN)]
 TurnOffset = Annotated[int, Meta(ge=0, le=MAX_TURN_OFFSET)]
+#: A thread of questions to the answer endpoint, named by the client (migration 0022).
+ConversationId = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=SCOPE_ID_MAX_CHARS,
+        pattern=SCOPE_PATTERN,
+        description="a thread of turns, named by the client (1-200 characters, no control "
+        "characters; created on first use); follow-ups are read with it",
+    ),
+]
+_UUID_FORM = re.compile(r"[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}")
 
 
 def json_schema(kind: Any, description: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -167,6 +182,14 @@ def _strip_nul(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(cleaned.get("items"), dict):
         cleaned["items"] = _strip_nul(cleaned["items"])
     return cleaned
+
+
+def conversation_key(conversation_id: str) -> str:
+    """The stored name of a conversation: a UUID (any case, with or without hyphens, as
+    accepted when only UUIDs were) in its canonical form, any other string as it is."""
+    if _UUID_FORM.fullmatch(conversation_id):
+        return str(UUID(conversation_id))
+    return conversation_id
 
 
 def require_visible(value: str | None, field: str) -> None:

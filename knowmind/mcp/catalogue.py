@@ -423,7 +423,7 @@ SPECS: tuple[ToolSpec, ...] = (
                 "rerank": {"type": "boolean"},
                 "llm_model": _schema(c.ModelName, "the language model (default: the tenant's)"),
                 "max_tokens": _int("most tokens the answer may have", 16, 2048, 256),
-                "conversation_id": _uuid("a thread of turns (created on first use)"),
+                "conversation_id": _schema(c.ConversationId),
                 "share_conversation": {"type": "boolean", "default": False},
             },
             ("question",),

@@ -22,9 +22,8 @@ import structlog
 
 from knowmind import __version__
 from knowmind.errors import InvalidInputError, KnowmindError
-from knowmind.mcp.tools import TOOLS, listed_tools
+from knowmind.mcp.tools import TOOLS, ToolServices, listed_tools
 from knowmind.mcp.validation import ArgumentError, validate
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal, scope_refusal, user_bound_refusal
 
 __all__ = [
@@ -125,8 +124,8 @@ def _tool_error(message: str, **extra: Any) -> dict[str, Any]:
 
 
 class MCPDispatcher:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, tools: ToolServices) -> None:
+        self.tools = tools
 
     async def reply(self, message: Incoming, principal: Principal) -> dict[str, Any] | None:
         """The JSON-RPC reply to a request; None for notifications and responses."""
@@ -174,7 +173,7 @@ class MCPDispatcher:
             return _tool_error(refusal, required_scope=tool.spec.scope)
         try:
             checked = validate(tool.spec.input_schema, arguments)
-            payload = await tool.run(self.runtime, principal, checked)
+            payload = await tool.run(self.tools, principal, checked)
         except (ArgumentError, InvalidInputError) as exc:
             return _tool_error(str(exc), field=exc.field)
         except KnowmindError as exc:

@@ -9,11 +9,12 @@ from typing import Any
 
 from knowmind.mcp.catalogue import SPECS, ToolSpec
 from knowmind.recall.base import RecallRequest
-from knowmind.runtime import Runtime
-from knowmind.services.answer import AnswerRequest
+from knowmind.services.answer import AnswerRequest, AnswerService
 from knowmind.services.auth import Principal
-from knowmind.services.documents import DocumentDraft
-from knowmind.services.memories import MemoryDraft
+from knowmind.services.documents import DocumentDraft, DocumentService
+from knowmind.services.graph import GraphService
+from knowmind.services.health import HealthService
+from knowmind.services.memories import MemoryDraft, MemoryService
 from knowmind.services.outputs import (
     answer_result,
     client_recall_result,
@@ -23,14 +24,28 @@ from knowmind.services.outputs import (
     memory_preview,
     remembered,
 )
+from knowmind.services.recall import RecallService
 from knowmind.services.turns import ConversationDraft, TurnDraft
 from knowmind.services.turns import remember_conversation as remember_turns
 from knowmind.store.search import MemoryFilters
 
-__all__ = ["TOOLS", "Tool", "listed_tools"]
+__all__ = ["TOOLS", "Tool", "ToolServices", "listed_tools"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServices:
+    """The services the tools call (the app provides it from its own, by these names)."""
+
+    memories: MemoryService
+    recall: RecallService
+    documents: DocumentService
+    graph: GraphService
+    health: HealthService
+    answers: AnswerService
+
 
 Args = dict[str, Any]
-Handler = Callable[[Runtime, Principal, Args], Awaitable[Any]]
+Handler = Callable[[ToolServices, Principal, Args], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +66,7 @@ def _filters(a: Args, as_of: datetime | None = None) -> MemoryFilters:
     )
 
 
-async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
+async def recall_memories(rt: ToolServices, who: Principal, a: Args) -> Args:
     request = RecallRequest(
         text=a["query"],
         k=a["k"],
@@ -64,7 +79,7 @@ async def recall_memories(rt: Runtime, who: Principal, a: Args) -> Args:
     return client_recall_result(outcome)
 
 
-async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
+async def recall_at_time(rt: ToolServices, who: Principal, a: Args) -> Args:
     """Without ``as_of`` the filter is "valid now" by the database's clock."""
     as_of: datetime | None = a.get("as_of")
     request = RecallRequest(
@@ -78,7 +93,7 @@ async def recall_at_time(rt: Runtime, who: Principal, a: Args) -> Args:
     return {"as_of": as_of or datetime.now(UTC), **client_recall_result(outcome)}
 
 
-async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
+async def store_memory(rt: ToolServices, who: Principal, a: Args) -> Args:
     draft = MemoryDraft(
         content=a["content"],
         title=a.get("title"),
@@ -97,7 +112,7 @@ async def store_memory(rt: Runtime, who: Principal, a: Args) -> Args:
     return remembered(await rt.memories.remember(who, draft))
 
 
-async def remember_conversation(rt: Runtime, who: Principal, a: Args) -> Args:
+async def remember_conversation(rt: ToolServices, who: Principal, a: Args) -> Args:
     conversation = ConversationDraft(
         messages=tuple(
             TurnDraft(
@@ -118,7 +133,7 @@ async def remember_conversation(rt: Runtime, who: Principal, a: Args) -> Args:
     return conversation_result(await remember_turns(rt.memories, who, conversation))
 
 
-async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
+async def upload_document(rt: ToolServices, who: Principal, a: Args) -> Args:
     draft = DocumentDraft(
         title=a.get("title"),
         content=a["content"],
@@ -130,14 +145,14 @@ async def upload_document(rt: Runtime, who: Principal, a: Args) -> Args:
     return document_result(done)
 
 
-async def update_fact(rt: Runtime, who: Principal, a: Args) -> Args:
+async def update_fact(rt: ToolServices, who: Principal, a: Args) -> Args:
     done = await rt.memories.supersede(
         who, a["target_id"], a["new_title"], a["new_content"], a.get("update_reason")
     )
     return {**remembered(done), "supersedes": a["target_id"]}
 
 
-async def upsert_entity(rt: Runtime, who: Principal, a: Args) -> Args:
+async def upsert_entity(rt: ToolServices, who: Principal, a: Args) -> Args:
     row, created = await rt.graph.upsert_entity(
         who, a["name"], a["entity_class"], a.get("description"), a.get("aliases")
     )
@@ -151,17 +166,17 @@ async def upsert_entity(rt: Runtime, who: Principal, a: Args) -> Args:
     }
 
 
-async def link_entities(rt: Runtime, who: Principal, a: Args) -> Args:
+async def link_entities(rt: ToolServices, who: Principal, a: Args) -> Args:
     edge, twin = await rt.graph.link(who, a["from_id"], a["to_id"], a["rel_type"], a["confidence"])
     return {"edge_id": edge, "inverse_edge_id": twin}
 
 
-async def unlink_entities(rt: Runtime, who: Principal, a: Args) -> Args:
+async def unlink_entities(rt: ToolServices, who: Principal, a: Args) -> Args:
     removed = await rt.graph.unlink(who, a["from_id"], a["to_id"], a["rel_type"])
     return {"removed": removed}
 
 
-async def list_relations(rt: Runtime, who: Principal, a: Args) -> Args:
+async def list_relations(rt: ToolServices, who: Principal, a: Args) -> Args:
     rows = await rt.graph.relations(who, a["memory_id"])
     return {
         "node_id": a["memory_id"],
@@ -183,20 +198,20 @@ async def list_relations(rt: Runtime, who: Principal, a: Args) -> Args:
     }
 
 
-async def list_recent(rt: Runtime, who: Principal, a: Args) -> Args:
+async def list_recent(rt: ToolServices, who: Principal, a: Args) -> Args:
     rows, _ = await rt.memories.list_recent(who, a["k"], None)
     return {"items": [memory_preview(r) for r in rows]}
 
 
-async def get_stats(rt: Runtime, who: Principal, a: Args) -> Args:
+async def get_stats(rt: ToolServices, who: Principal, a: Args) -> Args:
     return await rt.health.stats(who)
 
 
-async def get_health(rt: Runtime, who: Principal, a: Args) -> Args:
+async def get_health(rt: ToolServices, who: Principal, a: Args) -> Args:
     return await rt.health.health_detail(who.tenant_id)
 
 
-async def answer(rt: Runtime, who: Principal, a: Args) -> Args:
+async def answer(rt: ToolServices, who: Principal, a: Args) -> Args:
     request = AnswerRequest(
         question=a["question"],
         k=a["k"],
@@ -212,7 +227,7 @@ async def answer(rt: Runtime, who: Principal, a: Args) -> Args:
     return answer_result(await rt.answers.answer(who, request), {})
 
 
-async def get_schema(rt: Runtime, who: Principal, a: Args) -> Args:
+async def get_schema(rt: ToolServices, who: Principal, a: Args) -> Args:
     return await rt.graph.schema(who)
 
 

@@ -14,7 +14,7 @@ from knowmind.store import tokens as token_store
 from knowmind.store.rows import TenantRow, TokenRow
 from knowmind.store.stats import analyze_recall_tables
 
-__all__ = ["AdminService", "IssuedToken"]
+__all__ = ["AdminService", "IssuedToken", "find_tenant"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,12 @@ class AdminService:
                     conn, name.strip(), language, self.embedding_model, self.embedding_dim
                 )
             except tenant_store.DuplicateTenantError as exc:
-                raise ConflictError(f"a tenant named {name.strip()!r} exists already") from exc
+                existing = await tenant_store.get_tenant_by_name(conn, name.strip())
+                raise ConflictError(
+                    f"a tenant named {name.strip()!r} exists already",
+                    "name",
+                    existing_id=existing.id if existing else None,
+                ) from exc
             await record(conn, who, "tenant.create", row.id, [row.id], {"language": language})
             return row
 
@@ -59,6 +64,9 @@ class AdminService:
         if row is None:
             raise NotFoundError(f"tenant {tenant_id} not found")
         return row
+
+    async def find_tenant(self, ref: str) -> TenantRow:
+        return await find_tenant(self.db, ref)
 
     async def list_tenants(self) -> list[TenantRow]:
         async with self.db.owner_tx() as conn:
@@ -93,3 +101,17 @@ class AdminService:
             if tenant is None:
                 raise NotFoundError(f"token {token_id} not found or already revoked")
             await record(conn, who, "token.revoke", tenant, [token_id])
+
+
+async def find_tenant(db: Database, ref: str) -> TenantRow:
+    """A tenant by id or by name (the CLI takes either wherever it takes a tenant)."""
+    if not ref.strip():
+        raise InvalidInputError("tenant", "must be a tenant id or name")
+    async with db.owner_tx() as conn:
+        try:
+            row = await tenant_store.get_tenant(conn, UUID(ref))
+        except ValueError:
+            row = await tenant_store.get_tenant_by_name(conn, ref)
+    if row is None:
+        raise NotFoundError(f"tenant {ref!r} not found")
+    return row

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-from uuid import UUID
 
 import structlog
 
@@ -27,7 +26,7 @@ from knowmind.answer.citations import Cited, cite
 from knowmind.answer.enhancers import compress, with_parent_context
 from knowmind.answer.methods import ANSWER_METHODS, METHOD_NAMES, choose_method
 from knowmind.answer.prompts import NO_SUPPORT, answer_prompt, condense_prompt
-from knowmind.contract.limits import K_MAX
+from knowmind.contract.limits import K_MAX, conversation_key
 from knowmind.db.engine import Database
 from knowmind.errors import InvalidInputError, NotFoundError
 from knowmind.models.executor import EmbeddingExecutor
@@ -61,7 +60,8 @@ class AnswerRequest:
     filters: MemoryFilters = field(default_factory=MemoryFilters)
     llm_model: str | None = None
     max_tokens: int = 256
-    conversation_id: UUID | None = None  # turns stored per tenant and token
+    # turns stored per tenant and token; the client's own name (contract.ConversationId)
+    conversation_id: str | None = None
     share_conversation: bool = False  # a new conversation other tokens of the tenant may join
 
 
@@ -77,7 +77,7 @@ class AnswerResult:
     timings_ms: dict[str, float]
     tokens: dict[str, int]
     model: str | None
-    conversation_id: UUID | None = None
+    conversation_id: str | None = None
     standalone_question: str | None = None  # what retrieval used, condensed from a follow-up
 
 
@@ -99,6 +99,7 @@ class AnswerService:
 
     async def answer(self, who: Principal, request: AnswerRequest) -> AnswerResult:
         started = time.perf_counter()
+        request = _canonical(request)
         ctx, result, prompt = await self._prepare(who, request)
         if ctx is not None and prompt is not None:
             try:
@@ -115,6 +116,7 @@ class AnswerService:
         before it could be sent (self_rag grades it first) comes in one ``token`` event, and
         ``details.streamed`` says so."""
         started = time.perf_counter()
+        request = _canonical(request)
         prepared = await self._prepare(who, request)
         return self._events(who, request, prepared, started)
 
@@ -398,3 +400,10 @@ class AnswerService:
             return passages, outcome.degraded_reasons
 
         return retrieve
+
+
+def _canonical(request: AnswerRequest) -> AnswerRequest:
+    """The request with its conversation's stored name (a UUID in its canonical form)."""
+    if request.conversation_id is None:
+        return request
+    return replace(request, conversation_id=conversation_key(request.conversation_id))

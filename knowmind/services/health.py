@@ -224,10 +224,10 @@ class HealthService:
                 "gds": await self._gds(),
                 "mirror": await self.mirror_report(),
             },
-            "ner": {"rules": "ner" in extractors, "spacy": _spacy()},
+            "ner": {"rules": "ner" in extractors, "spacy": _spacy("ner" in extractors)},
             "extraction": {
                 "extractors": extractors,
-                "llm": {"active": False, "reason": "LLM extraction is not implemented yet"},
+                "llm": self._llm_extraction(),
             },
             "llm": {
                 "active": self.facts.llm_provider != "none",
@@ -256,6 +256,19 @@ class HealthService:
                 "weights": self.pipeline.default_weights,
             },
         }
+
+    def _llm_extraction(self) -> dict[str, Any]:
+        """The LLM graph extractor: on when KNOWMIND_EXTRACTORS names it (the server does not
+        start without a language model then); it asks each tenant's model."""
+        if "llm" not in self.facts.extractors:
+            return {
+                "active": False,
+                "model": None,
+                "reason": "llm is not in KNOWMIND_EXTRACTORS",
+            }
+        if self.facts.llm_provider == "none":
+            return {"active": False, "model": None, "reason": self.facts.llm_reason}
+        return {"active": True, "model": self.facts.llm_model, "reason": None}
 
     def _ranker_capability(self) -> dict[str, Any]:
         """The ranker every recall gets unless it asks for another, and why not when it
@@ -293,7 +306,10 @@ class HealthService:
         return await has_gds() if has_gds else None
 
 
-def _spacy() -> dict[str, Any]:
+def _spacy(ner_on: bool) -> dict[str, Any]:
+    """spaCy reads English tenants' text when the ``ner`` extractor is on and it is installed."""
+    if not ner_on:
+        return {"active": False, "reason": "ner is not in KNOWMIND_EXTRACTORS"}
     recogniser = spacy_recogniser()
     if recogniser is None:
         return {"active": False, "reason": f"spaCy or {SPACY_MODEL} not installed"}

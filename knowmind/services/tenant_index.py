@@ -12,9 +12,8 @@ from uuid import UUID
 import structlog
 
 from knowmind.db.engine import Database
-from knowmind.errors import InvalidInputError, NotFoundError
+from knowmind.services.admin import find_tenant
 from knowmind.store import tenant_index as index_store
-from knowmind.store import tenants as tenant_store
 from knowmind.store.rows import TenantRow
 from knowmind.store.tenant_index import TenantIndex
 
@@ -37,16 +36,7 @@ class TenantIndexService:
 
     async def tenant(self, ref: str) -> TenantRow:
         """A tenant by id or by name."""
-        if not ref.strip():
-            raise InvalidInputError("tenant", "must be a tenant id or name")
-        async with self.db.owner_tx() as conn:
-            try:
-                row = await tenant_store.get_tenant(conn, UUID(ref))
-            except ValueError:
-                row = await tenant_store.get_tenant_by_name(conn, ref)
-        if row is None:
-            raise NotFoundError(f"tenant {ref!r} not found")
-        return row
+        return await find_tenant(self.db, ref)
 
     async def build(self, tenant_id: UUID, chunks: int | None = None) -> BuildResult:
         started = time.perf_counter()

@@ -181,7 +181,7 @@ class SummaryNode(msgspec.Struct, tag="summary_node", **_TAGGED):
 
 
 class Conversation(msgspec.Struct, tag="conversation", **_TAGGED):
-    id: UUID
+    id: str  # the client's name (a UUID before migration 0022: older archives read the same)
     owner_token: UUID | None  # a token of the source server: no token here has that id
     shared: bool
     created_at: datetime
@@ -189,7 +189,7 @@ class Conversation(msgspec.Struct, tag="conversation", **_TAGGED):
 
 
 class ConversationTurn(msgspec.Struct, tag="conversation_turn", **_TAGGED):
-    conversation_id: UUID
+    conversation_id: str
     ordinal: int
     role: str
     content: str

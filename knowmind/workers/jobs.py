@@ -39,7 +39,7 @@ from knowmind.errors import KnowmindError, OverloadedError
 from knowmind.store import jobs as job_store
 from knowmind.store.jobs import JobRow, JobStep
 
-__all__ = ["JobHandler", "JobWorker", "SteppedJobHandler"]
+__all__ = ["JobHandler", "JobSignal", "JobWorker", "SteppedJobHandler"]
 
 log = structlog.get_logger(__name__)
 
@@ -115,12 +115,34 @@ class _Lane:
                 del queue[tenant]
 
 
+class JobSignal:
+    """What the services of one process tell the job worker running in it: a job was committed
+    (``wake``: no need to wait for the poll) or erased (``cancel``: stop it now). Made before
+    both and handed to each, so neither is patched into the other; a process without a worker
+    (``KNOWMIND_RUN_WORKERS=off``) signals nobody, and a worker elsewhere notices by polling."""
+
+    def __init__(self) -> None:
+        self._workers: list[JobWorker] = []
+
+    def listen(self, worker: JobWorker) -> None:
+        self._workers.append(worker)
+
+    def wake(self) -> None:
+        for worker in self._workers:
+            worker.wake()
+
+    def cancel(self, tenant_id: UUID, job_ids: Collection[UUID] | None = None) -> int:
+        """How many of the jobs the workers here held (see ``JobWorker.cancel``)."""
+        return sum(worker.cancel(tenant_id, job_ids) for worker in self._workers)
+
+
 class JobWorker:
     def __init__(
         self,
         db: Database,
         handlers: Mapping[str, JobHandler],
         *,
+        signal: JobSignal | None = None,
         poll_seconds: float = 1.0,
         batch: int = 4,
         lease_seconds: int = LEASE_SECONDS,
@@ -129,8 +151,9 @@ class JobWorker:
         watch_seconds: float = WATCH_SECONDS,
         max_held: int = MAX_HELD,
     ) -> None:
-        """``batch``: jobs claimed at once (of as many tenants); ``long_kinds``: the kinds run
-        in the long lane; ``max_held``: tenants whose jobs a lane holds at once."""
+        """``signal``: how the services of this process reach it; ``batch``: jobs claimed at
+        once (of as many tenants); ``long_kinds``: the kinds run in the long lane;
+        ``max_held``: tenants whose jobs a lane holds at once."""
         self.db = db
         self.handlers = dict(handlers)
         self.poll_seconds = poll_seconds
@@ -145,6 +168,8 @@ class JobWorker:
         self._lanes = [lane for lane in self._lanes if lane.kinds]
         self._held: dict[tuple[UUID, UUID], _Held] = {}
         self._renewed_at = time.monotonic()
+        if signal is not None:
+            signal.listen(self)
 
     def wake(self) -> None:
         """Called after a job was committed in this process: no need to wait for the poll."""

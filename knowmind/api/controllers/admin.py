@@ -21,9 +21,12 @@ from knowmind.api.schemas import (
     scope_id,
     scope_parameter,
 )
-from knowmind.runtime import Runtime
-from knowmind.services.admin import IssuedToken
+from knowmind.services.admin import AdminService, IssuedToken
+from knowmind.services.audit import AuditService
 from knowmind.services.auth import SERVER_ADMIN, Principal
+from knowmind.services.erasure import ErasureService
+from knowmind.services.tenant_archive import TenantArchiveService
+from knowmind.settings import Settings
 from knowmind.store.audit import AuditRow
 from knowmind.store.rows import TenantRow
 from knowmind.store.search import MemoryFilters
@@ -64,35 +67,37 @@ class AdminController(Controller):
 
     @post("/tenants", status_code=HTTP_201_CREATED, opt={"errors": (409,)})
     async def create_tenant(
-        self, data: JSONBody[TenantIn], runtime: NamedDependency[Runtime], principal: Who
+        self,
+        data: JSONBody[TenantIn],
+        settings: NamedDependency[Settings],
+        admin: NamedDependency[AdminService],
+        principal: Who,
     ) -> TenantOut:
-        language = data.language or runtime.settings.database.default_language
-        return _tenant_out(await runtime.admin.create_tenant(data.name, language, principal))
+        language = data.language or settings.database.default_language
+        return _tenant_out(await admin.create_tenant(data.name, language, principal))
 
     @get("/tenants")
-    async def list_tenants(self, runtime: NamedDependency[Runtime]) -> list[TenantOut]:
-        return [_tenant_out(row) for row in await runtime.admin.list_tenants()]
+    async def list_tenants(self, admin: NamedDependency[AdminService]) -> list[TenantOut]:
+        return [_tenant_out(row) for row in await admin.list_tenants()]
 
     @post("/tenants/{tenant_id:uuid}/tokens", status_code=HTTP_201_CREATED)
     async def create_token(
         self,
         tenant_id: FromPath[UUID],
         data: JSONBody[TokenIn],
-        runtime: NamedDependency[Runtime],
+        admin: NamedDependency[AdminService],
         principal: Who,
     ) -> TokenOut:
-        issued = await runtime.admin.create_token(
-            tenant_id, list(data.scopes), principal, data.user_id
-        )
+        issued = await admin.create_token(tenant_id, list(data.scopes), principal, data.user_id)
         return token_out(issued)
 
     @delete("/tenants/{tenant_id:uuid}", status_code=HTTP_200_OK)
     async def erase_tenant(
-        self, tenant_id: FromPath[UUID], runtime: NamedDependency[Runtime], principal: Who
+        self, tenant_id: FromPath[UUID], erasure: NamedDependency[ErasureService], principal: Who
     ) -> dict[str, Any]:
         """Erase a tenant and everything it owns; returns a receipt of what was removed, with
         the id of its audit entry."""
-        return await runtime.erasure.erase_tenant(tenant_id, principal)
+        return await erasure.erase_tenant(tenant_id, principal)
 
     @get(
         "/tenants/{tenant_id:uuid}/export",
@@ -102,7 +107,7 @@ class AdminController(Controller):
     async def export_tenant(
         self,
         tenant_id: FromPath[UUID],
-        runtime: NamedDependency[Runtime],
+        tenant_archive: NamedDependency[TenantArchiveService],
         principal: Who,
         user_id: Annotated[str | None, scope_parameter("of this end user")] = None,
         agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
@@ -133,7 +138,7 @@ class AdminController(Controller):
                 occurred_after=query_instant(occurred_after, "occurred_after"),
                 occurred_before=query_instant(occurred_before, "occurred_before"),
             )
-        lines = await runtime.tenant_archive.export(tenant_id, principal, filters)
+        lines = await tenant_archive.export(tenant_id, principal, filters)
         filename = f"knowmind-tenant-{tenant_id}.jsonl"
         return Stream(
             lines,
@@ -150,25 +155,25 @@ class AdminController(Controller):
         self,
         tenant_id: FromPath[UUID],
         user_id: FromPath[str],
-        runtime: NamedDependency[Runtime],
+        erasure: NamedDependency[ErasureService],
         principal: Who,
     ) -> dict[str, Any]:
         """Erase one end user of a tenant (a GDPR request): every memory of ``user_id`` with
         its chunks, mentions, edges, jobs and the entities only it named, and the answer
         threads of the tokens bound to that user; a receipt of counts, audited."""
         checked = scope_id(user_id, "user_id")
-        return await runtime.erasure.erase_user(principal, checked, tenant_id)
+        return await erasure.erase_user(principal, checked, tenant_id)
 
     @delete("/tokens/{token_id:uuid}", status_code=HTTP_204_NO_CONTENT)
     async def revoke_token(
-        self, token_id: FromPath[UUID], runtime: NamedDependency[Runtime], principal: Who
+        self, token_id: FromPath[UUID], admin: NamedDependency[AdminService], principal: Who
     ) -> None:
-        await runtime.admin.revoke_token(token_id, principal)
+        await admin.revoke_token(token_id, principal)
 
     @get("/audit")
     async def audit(
         self,
-        runtime: NamedDependency[Runtime],
+        audit: NamedDependency[AuditService],
         tenant_id: Annotated[UUID | None, QueryParameter(description="one tenant's")] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
         before: Annotated[
@@ -177,4 +182,4 @@ class AdminController(Controller):
     ) -> list[AuditRow]:
         """Admin and erasure actions, newest first: who (token id, server admin or the local
         CLI), what, tenant and target ids, client address, counts. Append-only."""
-        return await runtime.audit.entries(tenant_id, limit, before)
+        return await audit.entries(tenant_id, limit, before)

@@ -15,8 +15,7 @@ from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.answer_schemas import AnswerIn, AnswerOut
 from knowmind.api.schemas import RecallFilters, memory_filters
-from knowmind.runtime import Runtime
-from knowmind.services.answer import AnswerRequest
+from knowmind.services.answer import AnswerRequest, AnswerService
 from knowmind.services.auth import Principal
 from knowmind.services.outputs import answer_result
 
@@ -61,7 +60,7 @@ class AnswerController(Controller):
     async def answer(
         self,
         data: JSONBody[AnswerIn],
-        runtime: NamedDependency[Runtime],
+        answers: NamedDependency[AnswerService],
         principal: NamedDependency[Principal],
     ) -> Response[AnswerOut] | ServerSentEvent:
         """Answer a question from the tenant's memories with a retrieval method, citing the
@@ -69,9 +68,9 @@ class AnswerController(Controller):
         (``token`` pieces, then ``done`` with the whole result)."""
         request, echoed = answer_request(data)
         if data.stream:
-            events = await runtime.answers.stream(principal, request)  # refusals come first
+            events = await answers.stream(principal, request)  # refusals come first
             return ServerSentEvent(_events(events, echoed))
-        result = await runtime.answers.answer(principal, request)
+        result = await answers.answer(principal, request)
         return Response(msgspec.convert(answer_result(result, echoed), AnswerOut))
 
 

@@ -13,9 +13,9 @@ from knowmind.api.batch_schemas import (
     ItemErrorOut,
     draft_or_error,
 )
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.batch import remember_batch
+from knowmind.services.memories import MemoryService
 
 __all__ = ["BatchController"]
 
@@ -28,13 +28,13 @@ class BatchController(Controller):
     async def remember_batch(
         self,
         data: JSONBody[BatchIn],
-        runtime: NamedDependency[Runtime],
+        memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> BatchOut:
         """Store up to 100 memories, all new chunks embedded together; a bad item does not fail
         the others (``services.batch``). 200 with a result per item, in order."""
         drafts = [draft_or_error(item) for item in data.items]
-        results = await remember_batch(runtime.memories, principal, drafts)
+        results = await remember_batch(memories, principal, drafts)
         out = [
             BatchItemOut(
                 index=r.index,

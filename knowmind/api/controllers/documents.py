@@ -18,14 +18,14 @@ from litestar.status_codes import (
 
 from knowmind.api.document_schemas import DocumentIn, DocumentOut, KnowmindDocumentIn
 from knowmind.api.errors import error_response, exception_handlers
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
-from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult
+from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult, DocumentService
+from knowmind.services.erasure import ErasureService
 from knowmind.services.outputs import document_result, inline_relations
 
 __all__ = ["DocumentController", "KnowmindUploadController"]
 
-Rt = NamedDependency[Runtime]
+Documents = NamedDependency[DocumentService]
 Who = NamedDependency[Principal]
 
 
@@ -60,7 +60,7 @@ class DocumentController(Controller):
     async def upload(
         self,
         data: JSONBody[DocumentIn],
-        runtime: Rt,
+        documents: Documents,
         principal: Who,
         wait: Annotated[
             bool, QueryParameter(description="store a large document before answering")
@@ -77,7 +77,7 @@ class DocumentController(Controller):
             relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
             build_tree=data.build_tree,
         )
-        return document_out(await runtime.documents.upload(principal, draft, background=not wait))
+        return document_out(await documents.upload(principal, draft, background=not wait))
 
     @delete(
         "/{document_id:uuid}",
@@ -91,11 +91,11 @@ class DocumentController(Controller):
     async def remove(
         self,
         document_id: FromPath[UUID],
-        runtime: Rt,
+        erasure: NamedDependency[ErasureService],
         principal: Who,
         erase: Annotated[bool, QueryParameter(description="GDPR erasure with receipt")] = False,
     ) -> Response[Any]:
-        receipt = await runtime.erasure.erase_document(principal, document_id)
+        receipt = await erasure.erase_document(principal, document_id)
         if erase:
             return Response(receipt, status_code=HTTP_200_OK)
         return Response(None, status_code=HTTP_204_NO_CONTENT)
@@ -125,7 +125,7 @@ class KnowmindUploadController(Controller):
         },
     )
     async def upload(
-        self, data: JSONBody[KnowmindDocumentIn], runtime: Rt, principal: Who
+        self, data: JSONBody[KnowmindDocumentIn], documents: Documents, principal: Who
     ) -> Response[dict[str, Any]]:
         """knowmind's REST upload, answered as its clients read it (``chunksWritten``,
         ``embeddingProvider``, ``unchanged``/``duplicate``). Client chunk embeddings are used
@@ -139,7 +139,7 @@ class KnowmindUploadController(Controller):
             chunks=tuple(ClientChunk(c.content, c.embedding, c.kind) for c in data.chunks or []),
             embedding_model=data.embedding_model,
         )
-        result = await runtime.documents.upload(principal, draft)
+        result = await documents.upload(principal, draft)
         unchanged = result.status == "unchanged"
         body = {
             "id": str(result.id),
@@ -151,7 +151,7 @@ class KnowmindUploadController(Controller):
             "duplicate": unchanged,
             "embeddedBy": result.embedded_by,
             "embeddingProvider": result.embedded_by,
-            "embeddingModel": runtime.embedder.model_id
+            "embeddingModel": documents.embedder.model_id
             if result.embedded_by == "server"
             else data.embedding_model,
             "embeddingNote": result.embedding_note,

@@ -23,14 +23,12 @@ from knowmind.api.graph_schemas import (
     RelationsOut,
     UnlinkOut,
 )
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
-from knowmind.services.graph import PredicateDraft
+from knowmind.services.graph import GraphService, PredicateDraft
 from knowmind.store.entities import EntityRow
 
 __all__ = ["EntityController", "RelationController", "SchemaController"]
 
-Rt = NamedDependency[Runtime]
 Who = NamedDependency[Principal]
 
 
@@ -61,9 +59,9 @@ class EntityController(Controller):
         },
     )
     async def upsert(
-        self, data: JSONBody[EntityIn], runtime: Rt, principal: Who
+        self, data: JSONBody[EntityIn], graph: NamedDependency[GraphService], principal: Who
     ) -> Response[EntityOut]:
-        row, created = await runtime.graph.upsert_entity(
+        row, created = await graph.upsert_entity(
             principal, data.name, data.entity_class, data.description, list(data.aliases)
         )
         status = HTTP_201_CREATED if created else HTTP_200_OK
@@ -72,7 +70,7 @@ class EntityController(Controller):
     @get("/", opt={"scope": "read"})
     async def search(
         self,
-        runtime: Rt,
+        graph: NamedDependency[GraphService],
         principal: Who,
         q: Annotated[
             str,
@@ -85,7 +83,7 @@ class EntityController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         entity_class: Annotated[str | None, QueryParameter(max_length=60)] = None,
     ) -> EntitySearchOut:
-        rows = await runtime.graph.search_entities(principal, q, limit, entity_class)
+        rows = await graph.search_entities(principal, q, limit, entity_class)
         return EntitySearchOut(
             results=[
                 EntityHit(
@@ -100,8 +98,10 @@ class EntityController(Controller):
         )
 
     @get("/{entity_id:uuid}", opt={"scope": "read"})
-    async def get_entity(self, entity_id: FromPath[UUID], runtime: Rt, principal: Who) -> EntityOut:
-        return entity_out(await runtime.graph.get_entity(principal, entity_id))
+    async def get_entity(
+        self, entity_id: FromPath[UUID], graph: NamedDependency[GraphService], principal: Who
+    ) -> EntityOut:
+        return entity_out(await graph.get_entity(principal, entity_id))
 
 
 class RelationController(Controller):
@@ -112,8 +112,10 @@ class RelationController(Controller):
         opt={"scope": "write", "tenant_wide": True, "errors": (404,)},
         status_code=HTTP_200_OK,
     )
-    async def link(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> LinkOut:
-        edge, twin = await runtime.graph.link(
+    async def link(
+        self, data: JSONBody[LinkIn], graph: NamedDependency[GraphService], principal: Who
+    ) -> LinkOut:
+        edge, twin = await graph.link(
             principal, data.from_id, data.to_id, data.rel_type, data.confidence
         )
         return LinkOut(edge_id=edge, inverse_edge_id=twin)
@@ -123,15 +125,17 @@ class RelationController(Controller):
         opt={"scope": "write", "tenant_wide": True, "errors": (404,)},
         status_code=HTTP_200_OK,
     )
-    async def unlink(self, data: JSONBody[LinkIn], runtime: Rt, principal: Who) -> UnlinkOut:
-        removed = await runtime.graph.unlink(principal, data.from_id, data.to_id, data.rel_type)
+    async def unlink(
+        self, data: JSONBody[LinkIn], graph: NamedDependency[GraphService], principal: Who
+    ) -> UnlinkOut:
+        removed = await graph.unlink(principal, data.from_id, data.to_id, data.rel_type)
         return UnlinkOut(removed=removed)
 
     @get("/v1/nodes/{node_id:uuid}/relations", opt={"scope": "read"})
     async def relations(
         self,
         node_id: FromPath[UUID],
-        runtime: Rt,
+        graph: NamedDependency[GraphService],
         principal: Who,
         closed: Annotated[
             bool,
@@ -142,7 +146,7 @@ class RelationController(Controller):
         ] = False,
     ) -> RelationsOut:
         """The node's relations that hold now (each edge with its valid time), and mentions."""
-        rows = await runtime.graph.relations(principal, node_id, closed=closed)
+        rows = await graph.relations(principal, node_id, closed=closed)
         return RelationsOut(
             relations=[
                 RelationOut(
@@ -170,8 +174,10 @@ class SchemaController(Controller):
     tags = ["graph"]
 
     @get("/", opt={"scope": "read"})
-    async def catalogue(self, runtime: Rt, principal: Who) -> dict[str, object]:
-        return await runtime.graph.schema(principal)
+    async def catalogue(
+        self, graph: NamedDependency[GraphService], principal: Who
+    ) -> dict[str, object]:
+        return await graph.schema(principal)
 
     @post(
         "/predicates",
@@ -179,7 +185,7 @@ class SchemaController(Controller):
         status_code=HTTP_201_CREATED,
     )
     async def extend(
-        self, data: JSONBody[PredicateIn], runtime: Rt, principal: Who
+        self, data: JSONBody[PredicateIn], graph: NamedDependency[GraphService], principal: Who
     ) -> dict[str, object]:
         draft = PredicateDraft(
             name=data.name,
@@ -191,7 +197,7 @@ class SchemaController(Controller):
             new_classes=list(data.new_classes),
             single_valued=data.single_valued,
         )
-        predicate = await runtime.graph.extend_schema(principal, draft)
+        predicate = await graph.extend_schema(principal, draft)
         return {
             "name": predicate.name,
             "subject_classes": sorted(predicate.subject_classes),

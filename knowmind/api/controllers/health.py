@@ -9,8 +9,9 @@ from litestar.di import NamedDependency
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 
 from knowmind import __version__
-from knowmind.runtime import Runtime
 from knowmind.services.auth import SERVER_ADMIN, Principal
+from knowmind.services.health import HealthService
+from knowmind.services.supervision import DatabaseSupervisor
 
 __all__ = ["HealthController"]
 
@@ -19,47 +20,49 @@ class HealthController(Controller):
     tags = ["health"]
 
     @get("/health")
-    async def health(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:
+    async def health(
+        self, supervisor: NamedDependency[DatabaseSupervisor]
+    ) -> Response[dict[str, Any]]:
         """The process is alive and can recover: 503 once the database has been unreachable
         for a minute (the embedded one could not be restarted), so an orchestrator restarts
         the process; a shorter outage shows in ``/ready``."""
-        report = runtime.supervisor.report
+        report = supervisor.report
         body: dict[str, Any] = {"status": "ok", "version": __version__}
         if not report.up:
             body["database"] = {"status": "unreachable", "problem": report.last_problem}
-        if runtime.supervisor.healthy:
+        if supervisor.healthy:
             return Response(body, status_code=HTTP_200_OK)
         return Response(body | {"status": "unhealthy"}, status_code=HTTP_503_SERVICE_UNAVAILABLE)
 
     @get("/v1/capabilities")
-    async def capabilities(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
+    async def capabilities(self, health: NamedDependency[HealthService]) -> dict[str, Any]:
         """What is active on this host: embedder, reranker, graph backend, NER, stages."""
-        return await runtime.health.capabilities()
+        return await health.capabilities()
 
     @get("/health/detail", opt={"scope": SERVER_ADMIN})
-    async def health_detail(self, runtime: NamedDependency[Runtime]) -> dict[str, Any]:
+    async def health_detail(self, health: NamedDependency[HealthService]) -> dict[str, Any]:
         """A status per component: postgres, graph mirror, embedder, reranker, job worker
         (server admin token: the job backlog spans every tenant)."""
-        return await runtime.health.health_detail()
+        return await health.health_detail()
 
     @get("/v1/stats", opt={"scope": "read"})
     async def stats(
-        self, runtime: NamedDependency[Runtime], principal: NamedDependency[Principal]
+        self, health: NamedDependency[HealthService], principal: NamedDependency[Principal]
     ) -> dict[str, Any]:
         """Counts for the caller's tenant: memories, documents, chunks, entities, edges, jobs,
         and the graph mirror's lag."""
-        return await runtime.health.stats(principal)
+        return await health.stats(principal)
 
     @get("/ready")
-    async def ready(self, runtime: NamedDependency[Runtime]) -> Response[dict[str, Any]]:
+    async def ready(self, health: NamedDependency[HealthService]) -> Response[dict[str, Any]]:
         """Database reachable, schema at head, embedder (and reranker) loaded and warmed up."""
-        checks = await runtime.health.readiness()
+        checks = await health.readiness()
         ok = all(value == "ok" for value in checks.values())
         status = HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE
         # The graph mirror is reported, never a reason to be unready: PostgreSQL is the record.
         body = {
             "status": "ok" if ok else "unavailable",
             "checks": checks,
-            "graph_mirror": await runtime.health.mirror_report(),
+            "graph_mirror": await health.mirror_report(),
         }
         return Response(body, status_code=status)

@@ -9,8 +9,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from knowmind.api.schemas import JobOut
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.jobs import JobService
 from knowmind.store.jobs import JobRow
 
 __all__ = ["JobController", "job_out"]
@@ -38,7 +38,7 @@ class JobController(Controller):
     async def get_job(
         self,
         job_id: FromPath[UUID],
-        runtime: NamedDependency[Runtime],
+        jobs: NamedDependency[JobService],
         principal: NamedDependency[Principal],
     ) -> JobOut:
-        return job_out(await runtime.jobs.get(principal, job_id))
+        return job_out(await jobs.get(principal, job_id))

@@ -23,8 +23,11 @@ from knowmind.api.schemas import (
     query_instant,
     scope_parameter,
 )
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.erasure import ErasureService
+from knowmind.services.graph import GraphService
+from knowmind.services.jobs import JobService
+from knowmind.services.memories import MemoryService
 from knowmind.services.outputs import memory_fields, remembered
 from knowmind.store.rows import MemoryRow
 from knowmind.store.search import MemoryFilters
@@ -50,7 +53,8 @@ class MemoryController(Controller):
     async def remember(
         self,
         data: JSONBody[MemoryIn],
-        runtime: NamedDependency[Runtime],
+        memories: NamedDependency[MemoryService],
+        jobs: NamedDependency[JobService],
         principal: NamedDependency[Principal],
         wait: Annotated[
             bool,
@@ -65,10 +69,10 @@ class MemoryController(Controller):
         wait timeout; a job not finished by then is answered as it stands (``job.status``
         ``pending`` or ``running``)."""
         draft = memory_draft(data)
-        done = await runtime.memories.remember(principal, draft)
+        done = await memories.remember(principal, draft)
         job = None
         if wait and done.job_id is not None:
-            row = await runtime.jobs.wait_for_job(principal, done.job_id)
+            row = await jobs.wait_for_job(principal, done.job_id)
             job = JobRef(id=row.id, status=row.status, result=row.result, last_error=row.last_error)
         status = HTTP_201_CREATED if done.status == "created" else HTTP_200_OK
         body = RememberOut(**remembered(done), job=job)
@@ -78,15 +82,15 @@ class MemoryController(Controller):
     async def get_memory(
         self,
         memory_id: FromPath[UUID],
-        runtime: NamedDependency[Runtime],
+        memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> MemoryOut:
-        return memory_out(await runtime.memories.get(principal, memory_id))
+        return memory_out(await memories.get(principal, memory_id))
 
     @get("/", opt={"scope": "read"})
     async def list_memories(
         self,
-        runtime: NamedDependency[Runtime],
+        memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 20,
         cursor: Annotated[str | None, QueryParameter(max_length=200)] = None,
@@ -109,19 +113,19 @@ class MemoryController(Controller):
             occurred_after=query_instant(occurred_after, "occurred_after"),
             occurred_before=query_instant(occurred_before, "occurred_before"),
         )
-        rows, next_cursor = await runtime.memories.list_recent(principal, limit, cursor, filters)
+        rows, next_cursor = await memories.list_recent(principal, limit, cursor, filters)
         return MemoryList(items=[memory_out(r) for r in rows], next_cursor=next_cursor)
 
     @get("/{memory_id:uuid}/history", opt={"scope": "read"})
     async def history(
         self,
         memory_id: FromPath[UUID],
-        runtime: NamedDependency[Runtime],
+        graph: NamedDependency[GraphService],
         principal: NamedDependency[Principal],
     ) -> MemoryHistoryOut:
         """The memory's supersessions (``update_fact``, or automatic: a single-valued fact it
         stated changed, e.g. "lives in") and automatic fact updates: who, what, when."""
-        return history_out(await runtime.graph.memory_history(principal, memory_id))
+        return history_out(await graph.memory_history(principal, memory_id))
 
     @delete(
         "/{memory_id:uuid}",
@@ -131,15 +135,16 @@ class MemoryController(Controller):
     async def delete_memory(
         self,
         memory_id: FromPath[UUID],
-        runtime: NamedDependency[Runtime],
+        erasure: NamedDependency[ErasureService],
+        memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
         erase: Annotated[bool, QueryParameter(description="GDPR erasure with receipt")] = False,
     ) -> Response[Any]:
         """Delete a memory and its chunks; ``?erase=true`` removes every trace (mentions,
         edges, entities only it referred to, pending jobs, the mirror) and returns a receipt."""
         if erase:
-            return Response(await runtime.erasure.erase_memory(principal, memory_id))
-        await runtime.memories.delete(principal, memory_id)
+            return Response(await erasure.erase_memory(principal, memory_id))
+        await memories.delete(principal, memory_id)
         return Response(None, status_code=HTTP_204_NO_CONTENT)
 
     @post(
@@ -151,11 +156,11 @@ class MemoryController(Controller):
         self,
         memory_id: FromPath[UUID],
         data: JSONBody[SupersedeIn],
-        runtime: NamedDependency[Runtime],
+        memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> RememberOut:
         """update_fact: the old memory stops being valid now; a new one replaces it."""
-        done = await runtime.memories.supersede(
+        done = await memories.supersede(
             principal, memory_id, data.new_title, data.new_content, data.update_reason
         )
         return RememberOut(**remembered(done))

@@ -9,9 +9,9 @@ from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.schemas import RecallHit, RecallIn, RecallOut, memory_filters
 from knowmind.recall.base import RecallRequest
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.outputs import recall_result
+from knowmind.services.recall import RecallService
 
 __all__ = ["RecallController"]
 
@@ -24,7 +24,7 @@ class RecallController(Controller):
     async def recall(
         self,
         data: JSONBody[RecallIn],
-        runtime: NamedDependency[Runtime],
+        recall: NamedDependency[RecallService],
         principal: NamedDependency[Principal],
     ) -> RecallOut:
         filters = memory_filters(data.filters, data.as_of, data.known_at)
@@ -45,7 +45,7 @@ class RecallController(Controller):
             explain=data.explain,
             reference_time=data.reference_time,
         )
-        outcome = await runtime.recall.recall(principal, request)
+        outcome = await recall.recall(principal, request)
         result = recall_result(outcome)
         return RecallOut(
             results=[RecallHit(**hit) for hit in result["results"]],

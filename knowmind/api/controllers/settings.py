@@ -14,9 +14,9 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from knowmind.contract.limits import CHUNK_PLACEHOLDER, EXTRACTION_PROMPT_MAX_CHARS, ModelName
 from knowmind.errors import InvalidInputError
-from knowmind.runtime import Runtime
+from knowmind.services.answer import AnswerService
 from knowmind.services.auth import Principal
-from knowmind.services.tenant_settings import TenantSettings
+from knowmind.services.tenant_settings import TenantSettings, TenantSettingsService
 
 __all__ = ["SettingsController"]
 
@@ -61,16 +61,19 @@ class SettingsController(Controller):
 
     @get("/", opt={"scope": "read"})
     async def read(
-        self, runtime: NamedDependency[Runtime], principal: NamedDependency[Principal]
+        self,
+        tenant_settings: NamedDependency[TenantSettingsService],
+        principal: NamedDependency[Principal],
     ) -> TenantSettingsOut:
         """The tenant's settings (unset ones show the default)."""
-        return _out(await runtime.tenant_settings.get(principal))
+        return _out(await tenant_settings.get(principal))
 
     @patch("/", opt={"scope": "admin", "tenant_wide": True}, status_code=HTTP_200_OK)
     async def change(
         self,
         data: JSONBody[TenantSettingsIn],
-        runtime: NamedDependency[Runtime],
+        answers: NamedDependency[AnswerService],
+        tenant_settings: NamedDependency[TenantSettingsService],
         principal: NamedDependency[Principal],
     ) -> TenantSettingsOut:
         """Change the tenant's settings: ``llm_model`` (a model this server can use),
@@ -84,7 +87,7 @@ class SettingsController(Controller):
             )
         model = changes.get("llm_model")
         if model is not None:
-            problem = runtime.answers.model_problem(model)
+            problem = answers.model_problem(model)
             if problem:
                 raise InvalidInputError("llm_model", problem)
-        return _out(await runtime.tenant_settings.update(principal, changes))
+        return _out(await tenant_settings.update(principal, changes))

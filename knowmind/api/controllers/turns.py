@@ -18,8 +18,8 @@ from knowmind.api.turn_schemas import (
     conversation_draft,
     conversation_out,
 )
-from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
+from knowmind.services.memories import MemoryService
 from knowmind.services.turns import remember_conversation
 
 __all__ = ["ConversationController"]
@@ -39,13 +39,13 @@ class ConversationController(Controller):
     async def remember_conversation(
         self,
         data: JSONBody[ConversationIn],
-        runtime: NamedDependency[Runtime],
+        memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> Response[ConversationOut]:
         """Remember a conversation: each message a memory with its time, speaker, role and the
         session, embedded with the turns before it (``KNOWMIND_TURN_CONTEXT``); each speaker an
         entity its turns mention. Turns stored already answer ``unchanged`` (a session sent
         again with turns appended stores only those). 201 when a turn was new, else 200."""
-        done = await remember_conversation(runtime.memories, principal, conversation_draft(data))
+        done = await remember_conversation(memories, principal, conversation_draft(data))
         status = HTTP_201_CREATED if done.created else HTTP_200_OK
         return Response(conversation_out(done), status_code=status)

@@ -14,8 +14,9 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from knowmind.api.controllers.admin import token_out
 from knowmind.api.schemas import TokenIn, TokenOut, scope_id
 from knowmind.errors import ForbiddenError
-from knowmind.runtime import Runtime
+from knowmind.services.admin import AdminService
 from knowmind.services.auth import Principal, tenant_of
+from knowmind.services.erasure import ErasureService
 
 __all__ = ["TenantAccessController"]
 
@@ -28,7 +29,7 @@ class TenantAccessController(Controller):
     async def create_token(
         self,
         data: JSONBody[TokenIn],
-        runtime: NamedDependency[Runtime],
+        admin: NamedDependency[AdminService],
         principal: NamedDependency[Principal],
     ) -> TokenOut:
         """A new token of the caller's tenant. With ``user_id`` it is bound to that end user:
@@ -41,14 +42,14 @@ class TenantAccessController(Controller):
                 raise ForbiddenError("a user-bound token mints tokens of its own user only")
             user_id = principal.user_id
         tenant = UUID(int=tenant_of(principal).int)  # the tenant itself, not a user scope
-        issued = await runtime.admin.create_token(tenant, list(data.scopes), principal, user_id)
+        issued = await admin.create_token(tenant, list(data.scopes), principal, user_id)
         return token_out(issued)
 
     @delete("/users/{user_id:str}", opt={"scope": "admin"}, status_code=HTTP_200_OK)
     async def erase_user(
         self,
         user_id: FromPath[str],
-        runtime: NamedDependency[Runtime],
+        erasure: NamedDependency[ErasureService],
         principal: NamedDependency[Principal],
     ) -> dict[str, Any]:
         """Erase one end user of the tenant (a GDPR request): every memory of ``user_id`` with
@@ -57,4 +58,4 @@ class TenantAccessController(Controller):
         removed with the id of its audit entry. A user-bound admin token erases its own user
         only."""
         checked = scope_id(user_id, "user_id")
-        return await runtime.erasure.erase_user(principal, checked)
+        return await erasure.erase_user(principal, checked)
