@@ -275,7 +275,10 @@ def _wait_until(condition, what: str, timeout_s: float = 120) -> Any:
 def _sign_in(driver: Any, base: str, token: str, view: str = "memories") -> None:
     from selenium.webdriver.common.keys import Keys
 
-    driver.get(f"{base}/ui#{view}")
+    driver.get(f"{base}/ui")
+    driver.execute_script(
+        "sessionStorage.clear(); location.hash = arguments[0]; location.reload()", view
+    )
     _type(driver, "#token", token)
     wait_for(driver, "#token").send_keys(Keys.ENTER)
     wait_for(driver, "#who", "tenant token")
@@ -372,7 +375,7 @@ def test_memories_search_filters_pages_history_edit_and_erase(tenant):
         _click(driver, "#filter-form button[type=submit]")
         wait_for(driver, "#page-note", "1 shown of 3")
         _click(driver, "#f-reset")
-        Select(driver.find_element(By.ID, "f-type")).select_by_value("procedural")
+        Select(driver.find_element(By.ID, "f-type")).select_by_visible_text("procedural")
         _click(driver, "#filter-form button[type=submit]")
         _wait_until(
             lambda: (
@@ -396,7 +399,12 @@ def test_memories_search_filters_pages_history_edit_and_erase(tenant):
         wait_for(driver, "#memory-relations", "works on")
         wait_for(driver, "#memory-history", "Unchanged")
         # Edit (supersede): the history of both versions says so and links the other.
-        _type(driver, "#s-content", "Miriam Hoffmann arbeitet jetzt am Projekt Zenit.")
+        _click(driver, "#back")
+        _type(driver, "#f-q", "Beispiel AG")
+        _click(driver, "#filter-form button[type=submit]")
+        _click(driver, "#memory-list button.link", "berät")
+        wait_for(driver, "#memory-content", "Beispiel AG")
+        _type(driver, "#s-content", "Anna Meier berät die Beispiel AG nicht mehr, Projekt Zenit.")
         _type(driver, "#s-reason", "Wechsel")
         _click(driver, "#memory-detail form button[type=submit]")
         _click(driver, "#memory-detail form .note button")
@@ -489,7 +497,12 @@ def test_graph_pans_zooms_keeps_labels_apart_filters_and_opens_memories(tenant):
         _click(driver, "#entity-hits button", "Muster GmbH")
         wait_for(driver, "#node-list", "Projekt Atlas")
         _click(driver, "#node-list button", "Projekt Atlas")  # expands it: Miriam arrives
-        wait_for(driver, "#node-list", "Miriam Hoffmann")
+        _wait_until(
+            lambda: driver.execute_script(
+                "return KMGraph.cy().nodes().some((n) => n.data('label') === 'Miriam Hoffmann')"
+            ),
+            "Projekt Atlas expanded",
+        )
         _idle(driver)
         # Labels: none overlaps another, none is cut off by the canvas.
         graph = driver.find_element(By.ID, "graph")
@@ -619,8 +632,13 @@ def _show_page(driver: Any, page: str) -> None:
     """Each page with something on it, as a screenshot should show it."""
     if page == "memory":
         _click(driver, "nav button[data-view=memories]")
+        _type(driver, "#f-q", "Miriam Hoffmann")
+        _click(driver, "#filter-form button[type=submit]")
         _click(driver, "#memory-list button.link", "Miriam")
         wait_for(driver, "#memory-entities", "Projekt Atlas")
+    elif page == "memories":
+        _click(driver, "nav button[data-view=memories]")
+        _click(driver, "#f-reset")
     elif page == "recall":
         _click(driver, "nav button[data-view=recall]")
         _type(driver, "#r-query", "Wer arbeitet am Projekt Atlas?")

@@ -1,4 +1,4 @@
-// UI texts of the console, English and German. Keys are used by the modules (t("key")) and by
+// UI texts of the console, English and German. Keys are used by the modules (t(name)) and by
 // index.html (data-i18n="key" sets the text, data-i18n-label="key" the accessible name).
 "use strict";
 

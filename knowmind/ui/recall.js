@@ -41,7 +41,7 @@ function namesOf(explain) {
 
 /** "found by full text and the graph: Anna → works on → Atlas" for one result. */
 function foundBy(hit, explain, catalogue) {
-  const stages = Object.entries(hit.stages).filter(([, rank]) => rank).map(([stage]) => t(`by_${stage}`));
+  const stages = Object.entries(hit.stages || {}).filter(([, rank]) => rank).map(([stage]) => t(`by_${stage}`));
   const joined = stages.length > 1 ? `${stages.slice(0, -1).join(", ")} ${t("and")} ${stages.at(-1)}` : stages[0] || t("by_ranker");
   const path = (explain.relation_paths || []).find((p) => p.memories.includes(hit.memory_id));
   const walk = path ? `: ${path.path.map((step, i) => (i % 2 ? humanise(step, catalogue.labels) : step)).join(" → ")}` : "";
@@ -90,7 +90,7 @@ function technical(outcome, stages, names) {
       return el("span", { class: rank ? "rank" : "rank off" }, `${stage}: ${rank ?? "—"}`);
     })),
   ]);
-  const weights = Object.entries(fusion.stages).map(([stage, w]) => [
+  const weights = Object.entries(fusion.stages || {}).map(([stage, w]) => [
     stage, String(w.weight), String(w.depth), w.p_quality ?? "—", w.rule || "—",
     Object.entries(w.signals || {}).map(([key, value]) => `${key}=${value}`).join(", "),
   ]);
@@ -116,9 +116,9 @@ function technical(outcome, stages, names) {
 
 function timingBars(timings) {
   // The CSP forbids inline style attributes; widths are set through the CSSOM, which it allows.
-  const total = Math.max(...Object.values(timings), 1);
+  const total = Math.max(...Object.values(timings || {}), 1);
   const box = el("div", { class: "bars", role: "list" });
-  for (const [stage, ms] of Object.entries(timings)) {
+  for (const [stage, ms] of Object.entries(timings || {})) {
     const bar = el("span", { class: "bar" });
     bar.style.width = `${Math.max(1, (100 * ms) / total)}%`;
     box.append(el("div", { class: "bar-row", role: "listitem" },
