@@ -66,7 +66,7 @@ function addNode(ref, near) {
 function canonical(from, to, predicate) {
   const inverse = catalogue.inverse[predicate];
   if (!inverse || inverse === predicate) return { from, to, predicate };
-  const passive = (p) => /^(HAS_|IS_)/.test(p);
+  const passive = (p) => /^(HAS_|IS_)|_BY$/.test(p);
   const keep = passive(predicate) !== passive(inverse) ? !passive(predicate) : predicate < inverse;
   return keep ? { from, to, predicate } : { from: to, to: from, predicate: inverse };
 }
