@@ -180,7 +180,7 @@ function applyFilter() {
   cy.elements().removeClass("hidden");
   if (only) {
     cy.edges().filter((e) => e.data("predicate") !== only).addClass("hidden");
-    cy.nodes().filter((n) => n.id() !== root && n.connectedEdges(":visible").empty()).addClass("hidden");
+    cy.nodes().filter((n) => n.id() !== root && n.connectedEdges().every((e) => e.hasClass("hidden"))).addClass("hidden");
   }
   renderNodeList();
 }
