@@ -174,6 +174,18 @@ async def test_upserts_create_tenant_nodes_and_typed_relationships(
     assert (rels[mentions]["type"], rels[mentions]["from_id"]) == ("MENTIONS", mem)
 
 
+async def test_names_with_quotes_and_backslashes_arrive_intact(
+    mirror: Neo4jMirror, graph: AsyncDriver
+) -> None:
+    """A turn like "What's up?" or a name like O'Brien once stalled the whole mirror: the
+    test server splices string parameters into quotes (Neo4j does not)."""
+    t = uuid.uuid4()
+    names = {uid(): "What's up, O'Brien?", uid(): "C:\\data\\'x'", uid(): 'Zoë\'s "Café"'}
+    await mirror.apply([node(t, i, kind="memory", name=n) for i, n in names.items()])
+    nodes = await tenant_nodes(graph, t)
+    assert {i: nodes[i]["name"] for i in names} == names
+
+
 async def test_applying_the_same_batch_twice_is_idempotent(
     mirror: Neo4jMirror, graph: AsyncDriver
 ) -> None:

@@ -71,6 +71,11 @@ def _row(change: GraphChange) -> tuple[tuple[str, str], dict[str, Any]]:
         raise ValueError(f"{op} payload lacks {exc}") from None
 
 
+def _escaped(text: str) -> str:
+    """``text`` as it survives a server that splices it into a single-quoted literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _query(op: str, predicate: str) -> str:
     return {
         "upsert_node": _UPSERT_NODE,
@@ -89,6 +94,7 @@ class Neo4jMirror:
         self._driver = driver
         self.batch_size = batch_size
         self._named_ddl: bool | None = None  # Neo4j-style named IF NOT EXISTS index DDL works
+        self._escape_strings = False  # the server splices string parameters into quotes
         self._indexed_types: set[str] = set()
 
     @classmethod
@@ -107,10 +113,27 @@ class Neo4jMirror:
                     if attempt == 4:
                         raise
                     await asyncio.sleep(0.2 * attempt)
+            mirror = cls(driver, batch_size)
+            mirror._escape_strings = await mirror._strings_need_escaping()
         except BaseException:
             await driver.close()
             raise
-        return cls(driver, batch_size)
+        return mirror
+
+    async def _strings_need_escaping(self) -> bool:
+        """FalkorDB's Bolt endpoint (the test server) splices string parameters into single
+        quotes without escaping them: a name like "O'Brien" fails as an unknown DatabaseError.
+        Neo4j passes parameters as values. One probe with a quote tells them apart; where the
+        plain value fails and the escaped one comes back intact, strings are sent escaped."""
+        probe = "O'Brien \\ ok"
+        try:
+            if await self._scalar("RETURN $v AS v", v=probe) == probe:
+                return False
+        except Neo4jError:
+            pass
+        if await self._scalar("RETURN $v AS v", v=_escaped(probe)) != probe:
+            raise RuntimeError("the graph server mangles string parameters; cannot mirror names")
+        return True
 
     async def ensure_schema(self) -> None:
         """Indexes on ``Node.id`` and ``Node.tenant``."""
@@ -122,6 +145,8 @@ class Neo4jMirror:
         groups: list[tuple[tuple[str, str], dict[str, dict[str, Any]]]] = []
         for change in changes:  # validate everything before sending anything
             key, row = _row(change)
+            if self._escape_strings:
+                row = {k: _escaped(v) if isinstance(v, str) else v for k, v in row.items()}
             if groups and groups[-1][0] == key:
                 groups[-1][1][row["id"]] = row  # a later change of the same id supersedes
             else:
