@@ -383,6 +383,8 @@ async def test_erasure_of_one_user_with_a_receipt(client, db, scoped) -> None:
     )
     assert again.status_code == 200 and again.json()["erased"]["memories"] == 0
     assert (await client.delete("/v1/users/alice", headers=s.tenant.write)).status_code == 403
+    control = await client.delete("/v1/users/al%11ice", headers=s.tenant.admin)
+    assert control.status_code in (400, 422) and "user_id" in control.text
     assert (
         await client.get(f"/v1/memories/{s.shared_id}", headers=s.tenant.read)
     ).status_code == 200

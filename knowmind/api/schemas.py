@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
-from litestar.params import QueryParameter
+from litestar.params import PathParameter, QueryParameter
 from msgspec import Meta, Struct
 
 from knowmind.api.strict_body import StrictBody
@@ -61,6 +61,7 @@ __all__ = [
     "TenantOut",
     "TokenIn",
     "TokenOut",
+    "UserIdPath",
 ]
 
 Scope = Literal["read", "write", "admin"]
@@ -75,6 +76,18 @@ def scope_parameter(description: str) -> Any:
         max_length=SCOPE_ID_MAX_CHARS,
         pattern=SCOPE_PATTERN,
     )
+
+
+#: An end user's id in a path, documented with ``ScopeId``'s limits (``scope_id`` checks it).
+UserIdPath = Annotated[
+    str,
+    PathParameter(
+        description="the end user's id, as sent in ``user_id``",
+        min_length=1,
+        max_length=SCOPE_ID_MAX_CHARS,
+        pattern=SCOPE_PATTERN,
+    ),
+]
 
 
 def scope_id(value: str, field: str) -> str:

@@ -16,6 +16,7 @@ from knowmind.api.schemas import (
     TenantOut,
     TokenIn,
     TokenOut,
+    UserIdPath,
     instant_parameter,
     query_instant,
     scope_id,
@@ -154,7 +155,7 @@ class AdminController(Controller):
     async def erase_user(
         self,
         tenant_id: FromPath[UUID],
-        user_id: FromPath[str],
+        user_id: UserIdPath,
         erasure: NamedDependency[ErasureService],
         principal: Who,
     ) -> dict[str, Any]:

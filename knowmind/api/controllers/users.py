@@ -8,11 +8,11 @@ from uuid import UUID
 
 from litestar import Controller, delete, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from knowmind.api.controllers.admin import token_out
-from knowmind.api.schemas import TokenIn, TokenOut, scope_id
+from knowmind.api.schemas import TokenIn, TokenOut, UserIdPath, scope_id
 from knowmind.errors import ForbiddenError
 from knowmind.services.admin import AdminService
 from knowmind.services.auth import Principal, tenant_of
@@ -48,7 +48,7 @@ class TenantAccessController(Controller):
     @delete("/users/{user_id:str}", opt={"scope": "admin"}, status_code=HTTP_200_OK)
     async def erase_user(
         self,
-        user_id: FromPath[str],
+        user_id: UserIdPath,
         erasure: NamedDependency[ErasureService],
         principal: NamedDependency[Principal],
     ) -> dict[str, Any]:
