@@ -289,6 +289,19 @@ async def test_argument_validation_names_the_field(client, tenant: TenantAccess)
         ("knowmind_recall_at_time", {"query": "x", "as_of": "gestern"}, "as_of", "ISO-8601"),
         ("knowmind_list_recent", {"k": 51}, "k", "at most 50"),
         ("knowmind_store_memory", {"content": ""}, "content", "empty"),
+        ("knowmind_store_memory", {"content": "\u200b\u2060 "}, "content", "visible"),
+        (
+            "knowmind_remember_conversation",
+            {"messages": [{"content": "Hallo"}, {"content": "\ufeff"}]},
+            "messages[1].content",
+            "visible",
+        ),
+        (
+            "knowmind_update_fact",
+            {"target_id": str(uuid.uuid4()), "new_title": "t", "new_content": "\u200b"},
+            "new_content",
+            "visible",
+        ),
         ("knowmind_store_memory", {"content": "x", "memory_type": "fact"}, "memory_type", "one of"),
         ("knowmind_store_memory", {"content": "x", "tags": "a"}, "tags", "array"),
         (

@@ -12,6 +12,7 @@ import numpy as np
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.limits import require_visible
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
@@ -431,8 +432,7 @@ class DocumentPlan:
 
 def _identity(draft: DocumentDraft) -> tuple[str, str, bytes]:
     """The draft checked: its title (given or from the content), normalised title, sha256."""
-    if not draft.content.strip():
-        raise InvalidInputError("content", "must not be empty")
+    require_visible(draft.content, "content")
     if draft.title is not None and not draft.title.strip():
         raise InvalidInputError("title", "must not be blank")
     title = (draft.title or _title_from(draft.content)).strip()

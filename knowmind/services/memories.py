@@ -12,6 +12,7 @@ from uuid import UUID
 
 import msgspec
 
+from knowmind.contract.limits import require_visible
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.pipeline import prepare_chunks
@@ -167,8 +168,7 @@ class MemoryService(MemoryWriter):
         memory valid from now replaces it, linked new -SUPERSEDES-> old with the reason.
         Nothing is deleted: ``as_of`` / ``known_at`` recalls still find the old fact."""
         tenant = tenant_of(who)
-        if not new_content.strip():
-            raise InvalidInputError("new_content", "must not be empty")
+        require_visible(new_content, "new_content")
         prepared = await prepare_chunks(
             self.embedder,
             new_title,
@@ -261,8 +261,7 @@ class MemoryService(MemoryWriter):
 
 
 def check_draft(draft: MemoryDraft) -> None:
-    if not draft.content.strip():
-        raise InvalidInputError("content", "must not be empty")
+    require_visible(draft.content, "content")
     if draft.memory_type not in MEMORY_TYPES:
         raise InvalidInputError("memory_type", f"must be one of {list(MEMORY_TYPES)}")
     if draft.occurred_at is not None:

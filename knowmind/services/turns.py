@@ -41,7 +41,7 @@ import msgspec
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.contract.limits import MAX_MESSAGES
+from knowmind.contract.limits import MAX_MESSAGES, require_visible
 from knowmind.errors import InvalidInputError
 from knowmind.ingest.chunker import chunk_text
 from knowmind.ingest.pipeline import LANGUAGE_SAMPLE_CHARS, content_language
@@ -245,6 +245,7 @@ def _turns(who: Principal, conversation: ConversationDraft) -> tuple[list[_Turn]
     session_id = conversation.session_id
     for index, message in enumerate(messages):
         prefix = f"messages[{index}]"
+        require_visible(message.content, f"{prefix}.content")
         if message.id is not None:
             if message.id in seen:
                 raise InvalidInputError(f"{prefix}.id", f"repeats messages[{seen[message.id]}].id")
