@@ -167,6 +167,10 @@ class MCPController(Controller):
         access: NamedDependency[AccessControl],
         tools: NamedDependency[ToolServices],
     ) -> Response[bytes]:
+        """Speaks MCP (JSON-RPC 2.0, streamable HTTP) with the bearer token as on REST:
+        `initialize`, `tools/list`, `tools/call` (without `initialize` too: the server is
+        stateless). Answers JSON, or one server-sent event when the client prefers
+        `text/event-stream`."""
         try:
             principal = await access.admit(
                 request.headers.get("authorization"), caller_of(request, access)

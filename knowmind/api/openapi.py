@@ -15,6 +15,8 @@ documented as msgspec decodes them.
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -34,6 +36,8 @@ from litestar.openapi.spec import (
     Schema,
 )
 from litestar.routes import HTTPRoute
+
+from knowmind.api.field_docs import FIELDS, PARAMETERS, SCHEMA_FIELDS
 
 __all__ = ["ERROR_DESCRIPTIONS", "document_statuses", "jsonrpc_request_body", "jsonrpc_response"]
 
@@ -63,8 +67,8 @@ _ERROR_SCHEMA = Schema(
     type=OpenAPIType.OBJECT,
     required=["status_code", "detail"],
     properties={
-        "status_code": Schema(type=OpenAPIType.INTEGER),
-        "detail": Schema(type=OpenAPIType.STRING),
+        "status_code": Schema(type=OpenAPIType.INTEGER, description="the HTTP status"),
+        "detail": Schema(type=OpenAPIType.STRING, description="what went wrong, for a person"),
         "field": Schema(type=OpenAPIType.STRING, description="the offending field (422, 409)"),
         "id": Schema(
             type=OpenAPIType.STRING,
@@ -77,27 +81,34 @@ _ERROR_SCHEMA = Schema(
 _KNOWMIND_ERROR_SCHEMA = Schema(
     type=OpenAPIType.OBJECT,
     required=["error"],
-    properties={"error": Schema(type=OpenAPIType.STRING)},
+    properties={"error": Schema(type=OpenAPIType.STRING, description="what went wrong")},
 )
+_JSONRPC_VERSION = Schema(type=OpenAPIType.STRING, enum=["2.0"], description="always 2.0")
 _JSONRPC_ERROR_SCHEMA = Schema(
     type=OpenAPIType.OBJECT,
     required=["jsonrpc", "id", "error"],
     properties={
-        "jsonrpc": Schema(type=OpenAPIType.STRING, enum=["2.0"]),
+        "jsonrpc": _JSONRPC_VERSION,
         "id": Schema(
             one_of=[
                 Schema(type=OpenAPIType.STRING),
                 Schema(type=OpenAPIType.NUMBER),
                 Schema(type=OpenAPIType.NULL),
-            ]
+            ],
+            description="the request's id (null when it could not be read)",
         ),
         "error": Schema(
             type=OpenAPIType.OBJECT,
             required=["code", "message"],
             properties={
-                "code": Schema(type=OpenAPIType.INTEGER),
-                "message": Schema(type=OpenAPIType.STRING),
+                "code": Schema(
+                    type=OpenAPIType.INTEGER,
+                    description="JSON-RPC error code, e.g. -32602 invalid params, -32001 "
+                    "unauthorized, -32029 rate limited",
+                ),
+                "message": Schema(type=OpenAPIType.STRING, description="what went wrong"),
             },
+            description="why the request failed",
         ),
     },
 )
@@ -117,6 +128,7 @@ def document_statuses(app: Litestar) -> None:
             operation = getattr(item, method.lower(), None)
             if isinstance(operation, Operation):
                 _complete(operation, handler)
+                _describe(operation, handler)
         if "response_type" in handler.opt:  # a handler that answers in more than one form
             bodies.add(handler.opt["response_type"])
         data = handler.parsed_fn_signature.parameters.get("data")
@@ -129,6 +141,9 @@ def document_statuses(app: Litestar) -> None:
         "KnowmindError": _KNOWMIND_ERROR_SCHEMA,
         "JsonRpcError": _JSONRPC_ERROR_SCHEMA,
     }
+    for name, component in schema.components.schemas.items():
+        if isinstance(component, Schema):
+            _describe_fields(component, SCHEMA_FIELDS.get(name, {}))
 
 
 def _handlers(app: Litestar) -> Iterator[tuple[HTTPRoute, HTTPRouteHandler]]:
@@ -218,8 +233,14 @@ def _complete(operation: Operation, handler: HTTPRouteHandler) -> None:
             type=OpenAPIType.OBJECT,
             required=["data"],
             properties={
-                "event": Schema(type=OpenAPIType.STRING),
-                "data": Schema(type=OpenAPIType.STRING),
+                "event": Schema(
+                    type=OpenAPIType.STRING,
+                    description="token (a piece of the answer), then done (the whole result)",
+                ),
+                "data": Schema(
+                    type=OpenAPIType.STRING,
+                    description="token: the piece of text; done: the answer as JSON (AnswerOut)",
+                ),
             },
         )
         success.content["text/event-stream"] = OpenAPIMediaType(schema=event)
@@ -271,9 +292,9 @@ def jsonrpc_response() -> OpenAPIResponse:
         type=OpenAPIType.OBJECT,
         required=["jsonrpc", "id"],
         properties={
-            "jsonrpc": Schema(type=OpenAPIType.STRING, enum=["2.0"]),
+            "jsonrpc": _JSONRPC_VERSION,
             "id": _JSONRPC_ERROR_SCHEMA.properties["id"],  # type: ignore[index]
-            "result": Schema(type=OpenAPIType.OBJECT),
+            "result": Schema(type=OpenAPIType.OBJECT, description="the method's result"),
             "error": _JSONRPC_ERROR_SCHEMA.properties["error"],  # type: ignore[index]
         },
     )
@@ -290,10 +311,61 @@ def jsonrpc_request_body() -> RequestBody:
     """A JSON-RPC 2.0 request (with ``id``) or notification (without), as MCP sends them; an
     unknown method is answered in a 200 with a JSON-RPC error."""
     message: dict[str, Any] = {
-        "jsonrpc": Schema(type=OpenAPIType.STRING, enum=["2.0"]),
-        "id": Schema(one_of=[Schema(type=OpenAPIType.STRING), Schema(type=OpenAPIType.NUMBER)]),
-        "method": Schema(type=OpenAPIType.STRING, min_length=1),
-        "params": Schema(one_of=[Schema(type=OpenAPIType.OBJECT), Schema(type=OpenAPIType.NULL)]),
+        "jsonrpc": _JSONRPC_VERSION,
+        "id": Schema(
+            one_of=[Schema(type=OpenAPIType.STRING), Schema(type=OpenAPIType.NUMBER)],
+            description="the request's id, echoed in the response (none: a notification)",
+        ),
+        "method": Schema(
+            type=OpenAPIType.STRING,
+            min_length=1,
+            description="e.g. initialize, tools/list, tools/call",
+        ),
+        "params": Schema(
+            one_of=[Schema(type=OpenAPIType.OBJECT), Schema(type=OpenAPIType.NULL)],
+            description="the method's parameters (tools/call: name and arguments)",
+        ),
     }
     body = Schema(type=OpenAPIType.OBJECT, required=["jsonrpc", "method"], properties=message)
     return RequestBody(required=True, content={"application/json": OpenAPIMediaType(schema=body)})
+
+
+def _describe(operation: Operation, handler: HTTPRouteHandler) -> None:
+    """An operation's summary and description from its handler (one rule for all): what the
+    decorator says, else the docstring — its first sentence the summary, the whole of it the
+    description; the parameters from ``field_docs.PARAMETERS``."""
+    doc = _markdown(handler.fn.__doc__ or "")
+    operation.summary = handler.summary or _first_sentence(doc) or None
+    operation.description = handler.description or doc or None
+    for parameter in operation.parameters or []:
+        if not isinstance(parameter, Reference) and not parameter.description:
+            parameter.description = PARAMETERS.get(parameter.name)
+
+
+def _markdown(docstring: str) -> str:
+    """A docstring as Markdown: paragraphs kept, lines inside one joined, ``x`` as `x`."""
+    paragraphs = inspect.cleandoc(docstring).split("\n\n")
+    text = "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
+    return text.replace("``", "`")
+
+
+def _first_sentence(text: str) -> str:
+    """Up to the first full stop that ends a sentence (not one inside ``e.g.``)."""
+    match = re.search(r"(?<!e\.g)(?<!i\.e)\.(\s|$)", text)
+    return (text[: match.start()] if match else text.split("\n\n")[0]).strip()
+
+
+def _describe_fields(schema: Schema, table: Mapping[str, str]) -> None:
+    """Describe each property that has no description of its own: by ``table`` (the schema's
+    fields), else by ``field_docs.FIELDS`` (a name that means the same everywhere)."""
+    for name, prop in (schema.properties or {}).items():
+        if not prop.description:
+            own = _variant_description(prop)
+            prop.description = own or table.get(name) or FIELDS.get(name)
+
+
+def _variant_description(prop: Schema | Reference) -> str | None:
+    """The description of an optional field's non-null variant (``Annotated[T, Meta(...)] |
+    None`` puts it there, not on the field)."""
+    variants = [] if isinstance(prop, Reference) else (prop.any_of or prop.one_of or [])
+    return next((v.description for v in variants if v.description), None)

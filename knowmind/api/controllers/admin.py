@@ -74,11 +74,18 @@ class AdminController(Controller):
         admin: NamedDependency[AdminService],
         principal: Who,
     ) -> TenantOut:
+        """Create a tenant.
+
+        Its `language` is a `pg_ts_config` name (default: the server's `KNOWMIND_DEFAULT_LANGUAGE`);
+        409 when the name is taken. Server admin token."""
         language = data.language or settings.database.default_language
         return _tenant_out(await admin.create_tenant(data.name, language, principal))
 
     @get("/tenants")
     async def list_tenants(self, admin: NamedDependency[AdminService]) -> list[TenantOut]:
+        """List the tenants.
+
+        Every tenant with its language and embedding model. Server admin token."""
         return [_tenant_out(row) for row in await admin.list_tenants()]
 
     @post("/tenants/{tenant_id:uuid}/tokens", status_code=HTTP_201_CREATED)
@@ -89,6 +96,10 @@ class AdminController(Controller):
         admin: NamedDependency[AdminService],
         principal: Who,
     ) -> TokenOut:
+        """Issue a token of a tenant.
+
+        The token is shown once in the answer; only its SHA-256 is stored. With `user_id` it is
+        bound to that end user. Server admin token."""
         issued = await admin.create_token(tenant_id, list(data.scopes), principal, data.user_id)
         return token_out(issued)
 
@@ -96,7 +107,9 @@ class AdminController(Controller):
     async def erase_tenant(
         self, tenant_id: FromPath[UUID], erasure: NamedDependency[ErasureService], principal: Who
     ) -> dict[str, Any]:
-        """Erase a tenant and everything it owns; returns a receipt of what was removed, with
+        """Erase a tenant.
+
+        Erase a tenant and everything it owns; returns a receipt of what was removed, with
         the id of its audit entry."""
         return await erasure.erase_tenant(tenant_id, principal)
 
@@ -120,7 +133,9 @@ class AdminController(Controller):
             str | None, instant_parameter("event time before this instant (RFC 3339)")
         ] = None,
     ) -> Stream:
-        """The tenant as a JSON Lines archive (``knowmind.tenant-export`` version 1): a header,
+        """Export a tenant as JSON Lines.
+
+        The tenant as a JSON Lines archive (``knowmind.tenant-export`` version 1): a header,
         one line per row (memories, documents, chunks with their vectors, entities, mentions,
         edges, summaries, ontology, conversations), then a trailer with the count of each
         kind. One consistent snapshot; no tokens. ``knowmind tenant import`` restores it.
@@ -159,7 +174,9 @@ class AdminController(Controller):
         erasure: NamedDependency[ErasureService],
         principal: Who,
     ) -> dict[str, Any]:
-        """Erase one end user of a tenant (a GDPR request): every memory of ``user_id`` with
+        """Erase one end user of a tenant.
+
+        Erase one end user of a tenant (a GDPR request): every memory of ``user_id`` with
         its chunks, mentions, edges, jobs and the entities only it named, and the answer
         threads of the tokens bound to that user; a receipt of counts, audited."""
         checked = scope_id(user_id, "user_id")
@@ -169,6 +186,9 @@ class AdminController(Controller):
     async def revoke_token(
         self, token_id: FromPath[UUID], admin: NamedDependency[AdminService], principal: Who
     ) -> None:
+        """Revoke a token.
+
+        It is refused from the next request on; the revocation is audited. Server admin token."""
         await admin.revoke_token(token_id, principal)
 
     @get("/audit")
@@ -181,6 +201,8 @@ class AdminController(Controller):
             int | None, QueryParameter(ge=1, le=BIGINT_MAX, description="older than this id")
         ] = None,
     ) -> list[AuditRow]:
-        """Admin and erasure actions, newest first: who (token id, server admin or the local
+        """Read the audit log.
+
+        Admin and erasure actions, newest first: who (token id, server admin or the local
         CLI), what, tenant and target ids, client address, counts. Append-only."""
         return await audit.entries(tenant_id, limit, before)

@@ -63,7 +63,9 @@ class AnswerController(Controller):
         answers: NamedDependency[AnswerService],
         principal: NamedDependency[Principal],
     ) -> Response[AnswerOut] | ServerSentEvent:
-        """Answer a question from the tenant's memories with a retrieval method, citing the
+        """Answer a question.
+
+        Answer a question from the tenant's memories with a retrieval method, citing the
         passages the answer names; ``stream: true`` sends the answer as server-sent events
         (``token`` pieces, then ``done`` with the whole result)."""
         request, echoed = answer_request(data)

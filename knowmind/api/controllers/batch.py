@@ -31,7 +31,9 @@ class BatchController(Controller):
         memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> BatchOut:
-        """Store up to 100 memories, all new chunks embedded together; a bad item does not fail
+        """Store many memories at once.
+
+        Store up to 100 memories, all new chunks embedded together; a bad item does not fail
         the others (``services.batch``). 200 with a result per item, in order."""
         drafts = [draft_or_error(item) for item in data.items]
         results = await remember_batch(memories, principal, drafts)

@@ -66,7 +66,9 @@ class DocumentController(Controller):
             bool, QueryParameter(description="store a large document before answering")
         ] = False,
     ) -> Response[DocumentOut]:
-        """Store a document (Markdown or text); the same title replaces the old version,
+        """Store a document.
+
+        Store a document (Markdown or text); the same title replaces the old version,
         which keeps its document id. A large one is stored in the background (202 and a
         job to poll) unless ``?wait=true``."""
         draft = DocumentDraft(
@@ -95,6 +97,10 @@ class DocumentController(Controller):
         principal: Who,
         erase: Annotated[bool, QueryParameter(description="GDPR erasure with receipt")] = False,
     ) -> Response[Any]:
+        """Delete a document.
+
+        The document goes with every trace (its memory, chunks, mentions, the edges it drew) in one
+        transaction: 204, or with `?erase=true` 200 and the receipt of what was removed."""
         receipt = await erasure.erase_document(principal, document_id)
         if erase:
             return Response(receipt, status_code=HTTP_200_OK)
@@ -127,7 +133,9 @@ class KnowmindUploadController(Controller):
     async def upload(
         self, data: JSONBody[KnowmindDocumentIn], documents: Documents, principal: Who
     ) -> Response[dict[str, Any]]:
-        """knowmind's REST upload, answered as its clients read it (``chunksWritten``,
+        """Upload a document in knowmind's own format.
+
+        knowmind's REST upload, answered as its clients read it (``chunksWritten``,
         ``embeddingProvider``, ``unchanged``/``duplicate``). Client chunk embeddings are used
         only when ``embeddingModel`` names this server's model (or an export of it:
         models/aliases.py) and the dimensions match; otherwise ``embeddingNote`` says why the

@@ -61,6 +61,10 @@ class EntityController(Controller):
     async def upsert(
         self, data: JSONBody[EntityIn], graph: NamedDependency[GraphService], principal: Who
     ) -> Response[EntityOut]:
+        """Create or find an entity.
+
+        An entity of the same name (folded) and class is returned as it is (200); otherwise it is
+        created (201)."""
         row, created = await graph.upsert_entity(
             principal, data.name, data.entity_class, data.description, list(data.aliases)
         )
@@ -83,6 +87,9 @@ class EntityController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         entity_class: Annotated[str | None, QueryParameter(max_length=60)] = None,
     ) -> EntitySearchOut:
+        """Search entities by name.
+
+        By name and alias, best match first; `entity_class` narrows to one class."""
         rows = await graph.search_entities(principal, q, limit, entity_class)
         return EntitySearchOut(
             results=[
@@ -101,6 +108,9 @@ class EntityController(Controller):
     async def get_entity(
         self, entity_id: FromPath[UUID], graph: NamedDependency[GraphService], principal: Who
     ) -> EntityOut:
+        """Read one entity.
+
+        Its name, class, description, aliases, origin and confidence."""
         return entity_out(await graph.get_entity(principal, entity_id))
 
 
@@ -115,6 +125,10 @@ class RelationController(Controller):
     async def link(
         self, data: JSONBody[LinkIn], graph: NamedDependency[GraphService], principal: Who
     ) -> LinkOut:
+        """Draw a typed relation.
+
+        An edge `from_id -rel_type-> to_id` between entities or memories; the predicate's inverse is
+        drawn too. The predicate must be in the tenant's catalogue (GET /v1/schema)."""
         edge, twin = await graph.link(
             principal, data.from_id, data.to_id, data.rel_type, data.confidence
         )
@@ -128,6 +142,10 @@ class RelationController(Controller):
     async def unlink(
         self, data: JSONBody[LinkIn], graph: NamedDependency[GraphService], principal: Who
     ) -> UnlinkOut:
+        """Remove a relation.
+
+        Removes the edge `from_id -rel_type-> to_id` and its inverse; `removed` counts them (0:
+        there was none)."""
         removed = await graph.unlink(principal, data.from_id, data.to_id, data.rel_type)
         return UnlinkOut(removed=removed)
 
@@ -145,7 +163,9 @@ class RelationController(Controller):
             ),
         ] = False,
     ) -> RelationsOut:
-        """The node's relations that hold now (each edge with its valid time), and mentions."""
+        """A node's relations.
+
+        The node's relations that hold now (each edge with its valid time), and mentions."""
         rows = await graph.relations(principal, node_id, closed=closed)
         return RelationsOut(
             relations=[
@@ -177,6 +197,10 @@ class SchemaController(Controller):
     async def catalogue(
         self, graph: NamedDependency[GraphService], principal: Who
     ) -> dict[str, object]:
+        """The tenant's relation catalogue.
+
+        The entity classes and predicates (with their subject and object classes, inverse and
+        whether they are single-valued) the graph accepts: built-in ones and the tenant's own."""
         return await graph.schema(principal)
 
     @post(
@@ -187,6 +211,10 @@ class SchemaController(Controller):
     async def extend(
         self, data: JSONBody[PredicateIn], graph: NamedDependency[GraphService], principal: Who
     ) -> dict[str, object]:
+        """Add a predicate to the catalogue.
+
+        A new predicate of the tenant with the classes it links (new classes too); 409 when the name
+        exists. Answers the predicate as stored."""
         draft = PredicateDraft(
             name=data.name,
             subject_classes=list(data.subject_classes),

@@ -23,7 +23,9 @@ class HealthController(Controller):
     async def health(
         self, supervisor: NamedDependency[DatabaseSupervisor]
     ) -> Response[dict[str, Any]]:
-        """The process is alive and can recover: 503 once the database has been unreachable
+        """Whether the process is alive.
+
+        The process is alive and can recover: 503 once the database has been unreachable
         for a minute (the embedded one could not be restarted), so an orchestrator restarts
         the process; a shorter outage shows in ``/ready``."""
         report = supervisor.report
@@ -36,12 +38,16 @@ class HealthController(Controller):
 
     @get("/v1/capabilities")
     async def capabilities(self, health: NamedDependency[HealthService]) -> dict[str, Any]:
-        """What is active on this host: embedder, reranker, graph backend, NER, stages."""
+        """What this host can do.
+
+        What is active on this host: embedder, reranker, graph backend, NER, stages."""
         return await health.capabilities()
 
     @get("/health/detail", opt={"scope": SERVER_ADMIN})
     async def health_detail(self, health: NamedDependency[HealthService]) -> dict[str, Any]:
-        """A status per component: postgres, graph mirror, embedder, reranker, job worker
+        """The status of each component.
+
+        A status per component: postgres, graph mirror, embedder, reranker, job worker
         (server admin token: the job backlog spans every tenant)."""
         return await health.health_detail()
 
@@ -49,13 +55,17 @@ class HealthController(Controller):
     async def stats(
         self, health: NamedDependency[HealthService], principal: NamedDependency[Principal]
     ) -> dict[str, Any]:
-        """Counts for the caller's tenant: memories, documents, chunks, entities, edges, jobs,
+        """The tenant's counts.
+
+        Counts for the caller's tenant: memories, documents, chunks, entities, edges, jobs,
         and the graph mirror's lag."""
         return await health.stats(principal)
 
     @get("/ready")
     async def ready(self, health: NamedDependency[HealthService]) -> Response[dict[str, Any]]:
-        """Database reachable, schema at head, embedder (and reranker) loaded and warmed up."""
+        """Whether the server is ready to serve.
+
+        Database reachable, schema at head, embedder (and reranker) loaded and warmed up."""
         checks = await health.readiness()
         ok = all(value == "ok" for value in checks.values())
         status = HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE

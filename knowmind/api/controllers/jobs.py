@@ -41,4 +41,8 @@ class JobController(Controller):
         jobs: NamedDependency[JobService],
         principal: NamedDependency[Principal],
     ) -> JobOut:
+        """Read a background job.
+
+        An extraction, a large document stored in steps, a summary tree: its status, attempts,
+        progress and, once done, its result."""
         return job_out(await jobs.get(principal, job_id))

@@ -85,6 +85,10 @@ class MemoryController(Controller):
         memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> MemoryOut:
+        """Read one memory.
+
+        With its scopes, event time, valid time and the number of its chunks; 404 for an id the
+        token may not read."""
         return memory_out(await memories.get(principal, memory_id))
 
     @get("/", opt={"scope": "read"})
@@ -104,7 +108,9 @@ class MemoryController(Controller):
             str | None, instant_parameter("event time before this instant (RFC 3339)")
         ] = None,
     ) -> MemoryList:
-        """Newest stored first; the filters keep the memories of one user, agent or session,
+        """List memories.
+
+        Newest stored first; the filters keep the memories of one user, agent or session,
         or of an event-time window (ISO 8601, UTC when no offset)."""
         filters = MemoryFilters(
             user_id=user_id,
@@ -123,7 +129,9 @@ class MemoryController(Controller):
         graph: NamedDependency[GraphService],
         principal: NamedDependency[Principal],
     ) -> MemoryHistoryOut:
-        """The memory's supersessions (``update_fact``, or automatic: a single-valued fact it
+        """A memory's history.
+
+        The memory's supersessions (``update_fact``, or automatic: a single-valued fact it
         stated changed, e.g. "lives in") and automatic fact updates: who, what, when."""
         return history_out(await graph.memory_history(principal, memory_id))
 
@@ -140,7 +148,9 @@ class MemoryController(Controller):
         principal: NamedDependency[Principal],
         erase: Annotated[bool, QueryParameter(description="GDPR erasure with receipt")] = False,
     ) -> Response[Any]:
-        """Delete a memory and its chunks; ``?erase=true`` removes every trace (mentions,
+        """Delete a memory.
+
+        Delete a memory and its chunks; ``?erase=true`` removes every trace (mentions,
         edges, entities only it referred to, pending jobs, the mirror) and returns a receipt."""
         if erase:
             return Response(await erasure.erase_memory(principal, memory_id))
@@ -159,7 +169,9 @@ class MemoryController(Controller):
         memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> RememberOut:
-        """update_fact: the old memory stops being valid now; a new one replaces it."""
+        """Update a fact (supersede a memory).
+
+        update_fact: the old memory stops being valid now; a new one replaces it."""
         done = await memories.supersede(
             principal, memory_id, data.new_title, data.new_content, data.update_reason
         )

@@ -27,6 +27,12 @@ class RecallController(Controller):
         recall: NamedDependency[RecallService],
         principal: NamedDependency[Principal],
     ) -> RecallOut:
+        """Recall memories.
+
+        Hybrid recall: the stages (vector, BM25, graph, …) are fused and ranked, each hit scored
+        with the probability (0–1) that it answers the query. Filters narrow it; `as_of` and
+        `known_at` ask what was valid or known then; `reference_time` anchors relative times in the
+        query. See docs/recall.md."""
         filters = memory_filters(data.filters, data.as_of, data.known_at)
         weights: dict[str, float] | None = (
             None if data.weights is None else {stage: w for stage, w in data.weights.items()}

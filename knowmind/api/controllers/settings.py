@@ -65,7 +65,9 @@ class SettingsController(Controller):
         tenant_settings: NamedDependency[TenantSettingsService],
         principal: NamedDependency[Principal],
     ) -> TenantSettingsOut:
-        """The tenant's settings (unset ones show the default)."""
+        """Read the tenant's settings.
+
+        The tenant's settings (unset ones show the default)."""
         return _out(await tenant_settings.get(principal))
 
     @patch("/", opt={"scope": "admin", "tenant_wide": True}, status_code=HTTP_200_OK)
@@ -76,7 +78,9 @@ class SettingsController(Controller):
         tenant_settings: NamedDependency[TenantSettingsService],
         principal: NamedDependency[Principal],
     ) -> TenantSettingsOut:
-        """Change the tenant's settings: ``llm_model`` (a model this server can use),
+        """Change the tenant's settings.
+
+        Change the tenant's settings: ``llm_model`` (a model this server can use),
         ``multi_query`` (answers may rephrase a question into several), ``extraction_prompt``
         (the LLM graph extractor's prompt, with ``__CHUNK__`` where the text goes)."""
         changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not UNSET}

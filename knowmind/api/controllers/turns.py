@@ -42,7 +42,9 @@ class ConversationController(Controller):
         memories: NamedDependency[MemoryService],
         principal: NamedDependency[Principal],
     ) -> Response[ConversationOut]:
-        """Remember a conversation: each message a memory with its time, speaker, role and the
+        """Remember a conversation.
+
+        Remember a conversation: each message a memory with its time, speaker, role and the
         session, embedded with the turns before it (``KNOWMIND_TURN_CONTEXT``); each speaker an
         entity its turns mention. Turns stored already answer ``unchanged`` (a session sent
         again with turns appended stores only those). 201 when a turn was new, else 200."""

@@ -32,7 +32,9 @@ class TenantAccessController(Controller):
         admin: NamedDependency[AdminService],
         principal: NamedDependency[Principal],
     ) -> TokenOut:
-        """A new token of the caller's tenant. With ``user_id`` it is bound to that end user:
+        """Issue a token of the caller's tenant.
+
+        A new token of the caller's tenant. With ``user_id`` it is bound to that end user:
         its writes are that user's whatever a body says, and it reads that user's memories and
         the tenant's shared ones (held to them in the database). A user-bound admin token
         mints tokens of its own user only."""
@@ -52,7 +54,9 @@ class TenantAccessController(Controller):
         erasure: NamedDependency[ErasureService],
         principal: NamedDependency[Principal],
     ) -> dict[str, Any]:
-        """Erase one end user of the tenant (a GDPR request): every memory of ``user_id`` with
+        """Erase one end user of the tenant.
+
+        Erase one end user of the tenant (a GDPR request): every memory of ``user_id`` with
         its chunks, mentions, the edges it drew, its jobs and the entities only it named, and
         the answer threads of the tokens bound to that user. Returns a receipt of what was
         removed with the id of its audit entry. A user-bound admin token erases its own user
