@@ -86,6 +86,29 @@ def _dependencies(settings: Settings) -> dict[str, Provide]:
     }
 
 
+#: Every door of the server: REST controllers, MCP, metrics and the console.
+ROUTE_HANDLERS = (
+    HealthController,
+    AdminController,
+    MemoryController,
+    BatchController,
+    ConversationController,
+    RecallController,
+    EntityController,
+    RelationController,
+    SchemaController,
+    JobController,
+    MCPController,
+    DocumentController,
+    KnowmindUploadController,
+    MetricsController,
+    AnswerController,
+    SettingsController,
+    TenantAccessController,
+    UIController,
+)
+
+
 def create_app(
     settings: Settings,
     embedder: Embedder | None = None,
@@ -113,26 +136,7 @@ def create_app(
             await runtime.close()
 
     app = Litestar(
-        route_handlers=[
-            HealthController,
-            AdminController,
-            MemoryController,
-            BatchController,
-            ConversationController,
-            RecallController,
-            EntityController,
-            RelationController,
-            SchemaController,
-            JobController,
-            MCPController,
-            DocumentController,
-            KnowmindUploadController,
-            MetricsController,
-            AnswerController,
-            SettingsController,
-            TenantAccessController,
-            UIController,
-        ],
+        route_handlers=list(ROUTE_HANDLERS),
         lifespan=[lifespan],
         guards=[auth_guard, strict_body_guard],
         dependencies=_dependencies(settings),

@@ -512,30 +512,72 @@ class Settings:
         return replace(self, **groups)
 
     def validate(self) -> None:
-        server, ingest, graph = self.server, self.ingest, self.graph
-        if server.log_format not in {"auto", "json", "console"}:
-            raise SettingsError("KNOWMIND_LOG_FORMAT must be one of auto, json, console")
-        if ingest.chunk_overlap_chars >= ingest.chunk_target_chars:
-            raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
+        """Refuse an inconsistent configuration at start-up, naming the setting."""
+        self._check_signs()
+        self._check_choices()
+        self._check_the_rest()
+
+    def _check_signs(self) -> None:
+        server, ingest, recall, models = self.server, self.ingest, self.recall, self.models
         positive: tuple[tuple[object, str], ...] = (
             (server, "port"),
             (server, "max_body_bytes"),
             (server, "rate_limit_burst"),
             (ingest, "chunk_target_chars"),
-            (self.recall, "recall_candidates"),
-            (graph, "graph_batch_size"),
+            (recall, "recall_candidates"),
+            (self.graph, "graph_batch_size"),
             (self.database, "db_pool_size"),
-            (self.recall, "vector_ef_search"),
-            (self.recall, "vector_tenant_ef_search"),
-            (self.recall, "bm25_postings_budget"),
-            (self.models, "embed_queue_per_tenant"),
-            (self.models, "embed_queue_total"),
-            (self.models, "llm_timeout_seconds"),
-            (self.models, "llm_threads"),
+            (recall, "vector_ef_search"),
+            (recall, "vector_tenant_ef_search"),
+            (recall, "bm25_postings_budget"),
+            (models, "embed_queue_per_tenant"),
+            (models, "embed_queue_total"),
+            (models, "llm_timeout_seconds"),
+            (models, "llm_threads"),
         )
         for group, name in positive:
             if getattr(group, name) <= 0:
                 raise SettingsError(f"KNOWMIND_{name.upper()} must be positive")
+        for group, name in (
+            (server, "rate_limit_per_second"),
+            (server, "auth_failures_before_lockout"),
+            (models, "embed_threads"),
+            (recall, "vector_exact_max_rows"),
+            (recall, "vector_tenant_index_min_rows"),
+            (recall, "recall_concurrency"),
+            (recall, "graph_hit_wait_seconds"),
+            (models, "llm_retries"),
+            (ingest, "wait_timeout_seconds"),
+            (ingest, "job_queue_bytes_per_tenant"),
+            (ingest, "job_queue_jobs_per_tenant"),
+        ):
+            if getattr(group, name) < 0:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be ≥ 0")
+
+    def _check_choices(self) -> None:
+        server, recall, on_off = self.server, self.recall, ("on", "off")
+        choices: tuple[tuple[object, str, tuple[str, ...]], ...] = (
+            (server, "log_format", ("auto", "json", "console")),
+            (self.database, "embedding_storage", ("auto", "vector", "halfvec")),
+            (self.database, "tenant_scope", ("session", "transaction")),
+            (recall, "recall_fusion", ("rrf", "convex")),
+            (recall, "ranker", ("learned", "rrf")),
+            (self.models, "query_model", ("auto", "separate", "shared")),
+            (server, "run_workers", on_off),
+            (server, "metrics_tenant_label", on_off),
+            (recall, "bm25_typos", on_off),
+            (recall, "bm25_compounds", on_off),
+            (recall, "bm25_query_language", on_off),
+            (self.ingest, "bm25_memory_language", on_off),
+        )
+        for group, name, allowed in choices:
+            if getattr(group, name) not in allowed:
+                raise SettingsError(f"KNOWMIND_{name.upper()} must be one of {', '.join(allowed)}")
+
+    def _check_the_rest(self) -> None:
+        ingest, recall = self.ingest, self.recall
+        if ingest.chunk_overlap_chars >= ingest.chunk_target_chars:
+            raise SettingsError("KNOWMIND_CHUNK_OVERLAP_CHARS must be below CHUNK_TARGET_CHARS")
         unknown = set(ingest.extractor_list) - {"gazetteer", "ner", "llm"}
         if unknown:
             raise SettingsError(
@@ -543,55 +585,16 @@ class Settings:
             )
         if ingest.extraction_prompt is not None and "__CHUNK__" not in ingest.extraction_prompt:
             raise SettingsError("KNOWMIND_EXTRACTION_PROMPT must contain __CHUNK__")
-        for group, name in (
-            (server, "rate_limit_per_second"),
-            (server, "auth_failures_before_lockout"),
-            (self.models, "embed_threads"),
-            (self.recall, "vector_exact_max_rows"),
-            (self.recall, "vector_tenant_index_min_rows"),
-            (self.recall, "recall_concurrency"),
-            (self.models, "llm_retries"),
-            (ingest, "wait_timeout_seconds"),
-            (ingest, "job_queue_bytes_per_tenant"),
-            (ingest, "job_queue_jobs_per_tenant"),
-        ):
-            if getattr(group, name) < 0:
-                raise SettingsError(f"KNOWMIND_{name.upper()} must be ≥ 0")
-        if self.recall.graph_hit_wait_seconds < 0:
-            raise SettingsError("KNOWMIND_GRAPH_HIT_WAIT_SECONDS must be ≥ 0")
-        if self.database.embedding_storage not in {"auto", "vector", "halfvec"}:
-            raise SettingsError("KNOWMIND_EMBEDDING_STORAGE must be auto, vector or halfvec")
-        if self.database.tenant_scope not in {"session", "transaction"}:
-            raise SettingsError("KNOWMIND_TENANT_SCOPE must be session or transaction")
-        self.recall.weights  # noqa: B018 - parsed now: a bad value fails at start-up
-        if graph.graph_backend == "neo4j" and not graph.neo4j_url:
+        recall.weights  # noqa: B018 - parsed now: a bad value fails at start-up
+        if self.graph.graph_backend == "neo4j" and not self.graph.neo4j_url:
             raise SettingsError("KNOWMIND_GRAPH_BACKEND=neo4j needs KNOWMIND_NEO4J_URL")
-        if self.recall.recall_fusion not in {"rrf", "convex"}:
-            raise SettingsError("KNOWMIND_RECALL_FUSION must be rrf or convex")
-        if self.recall.ranker not in {"learned", "rrf"}:
-            raise SettingsError("KNOWMIND_RANKER must be learned or rrf")
-        if self.models.query_model not in {"auto", "separate", "shared"}:
-            raise SettingsError("KNOWMIND_QUERY_MODEL must be auto, separate or shared")
-        if server.run_workers not in {"on", "off"}:
-            raise SettingsError("KNOWMIND_RUN_WORKERS must be on or off")
-        if server.metrics_tenant_label not in {"on", "off"}:
-            raise SettingsError("KNOWMIND_METRICS_TENANT_LABEL must be on or off")
         try:
-            for part in server.trusted_proxies.split(","):
+            for part in self.server.trusted_proxies.split(","):
                 if part.strip():
                     ipaddress.ip_network(part.strip(), strict=False)
         except ValueError as exc:
             raise SettingsError(f"KNOWMIND_TRUSTED_PROXIES: {exc}") from exc
-        switches = (
-            (self.recall, "bm25_typos"),
-            (self.recall, "bm25_compounds"),
-            (self.recall, "bm25_query_language"),
-            (ingest, "bm25_memory_language"),
-        )
-        for group, name in switches:
-            if getattr(group, name) not in {"on", "off"}:
-                raise SettingsError(f"KNOWMIND_{name.upper()} must be on or off")
-        if self.recall.bm25_k1 < 0 or not 0 <= self.recall.bm25_b <= 1:
+        if recall.bm25_k1 < 0 or not 0 <= recall.bm25_b <= 1:
             raise SettingsError("KNOWMIND_BM25_K1 must be ≥ 0 and KNOWMIND_BM25_B within 0–1")
         if not 0 <= ingest.turn_context <= 8:
             raise SettingsError("KNOWMIND_TURN_CONTEXT must be within 0–8")

@@ -213,17 +213,7 @@ class DocumentService(MemoryWriter):
             stored = await insert_memory(
                 conn,
                 tenant,
-                memory_store.NewMemory(
-                    title=title,
-                    content=draft.content,
-                    memory_type=DOCUMENT_MEMORY_TYPE,
-                    tags=[],
-                    source=draft.source,
-                    domain=None,
-                    metadata={},
-                    sha256=sha,
-                    document_id=document_id,
-                ),
+                _document_memory(draft, title, sha, document_id),
                 language=self.language_of(who.language, draft.content),
                 contents=chunks.contents,
                 embeddings=chunks.embeddings,
@@ -237,21 +227,14 @@ class DocumentService(MemoryWriter):
             if check_quota:  # its extraction (and tree) job: within the quota, or undone
                 await self.quota.check(conn, tenant, jobs=1 + bool(tree_job), written=True)
         self.on_job_enqueued()
-        status = "replaced" if existing else "created"
         note = self._refusal(draft)
         if note:
             log.info("documents.client_embeddings_refused", reason=note)
+        status = "replaced" if existing else "created"
         return DocumentResult(
-            document_id,
-            stored.id,
-            stored.chunks,
-            status,
-            stored.job_id,
-            chunks.embedded_by,
-            note,
-            tree_job,
-            tree_note,
-        )
+            document_id, stored.id, stored.chunks, status, stored.job_id, chunks.embedded_by,
+            note, tree_job, tree_note,
+        )  # fmt: skip
 
     async def _tree(
         self,
@@ -455,3 +438,20 @@ def _title_from(content: str) -> str:
         if stripped:
             return stripped[:200]
     return "Untitled"
+
+
+def _document_memory(
+    draft: DocumentDraft, title: str, sha: bytes, document_id: UUID
+) -> memory_store.NewMemory:
+    """The memory that holds a document's text (its chunks are the document's)."""
+    return memory_store.NewMemory(
+        title=title,
+        content=draft.content,
+        memory_type=DOCUMENT_MEMORY_TYPE,
+        tags=[],
+        source=draft.source,
+        domain=None,
+        metadata={},
+        sha256=sha,
+        document_id=document_id,
+    )

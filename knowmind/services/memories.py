@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.contract.limits import require_visible
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
@@ -178,37 +179,11 @@ class MemoryService(MemoryWriter):
             owner=str(tenant),
         )
         async with self.db.tenant_tx(tenant, write=True) as conn:
-            old = await memory_store.close_validity(conn, tenant, target_id)
-            if old is None:
-                found = await memory_store.get_memory(conn, tenant, target_id)
-                if found is None:
-                    raise NotFoundError(f"memory {target_id} not found")
-                refuse_unless_owner(who, found.user_id, "a memory")
-                raise ConflictError(f"memory {target_id} was already superseded")
-            # the new version keeps the old one's scopes (not its speaker: it is said now)
-            scopes = MemoryDraft(
-                content=new_content,
-                user_id=old.user_id,
-                agent_id=old.agent_id,
-                session_id=old.session_id,
-            )
+            old = await _close_for_superseding(conn, who, tenant, target_id)
             stored = await insert_memory(
                 conn,
                 tenant,
-                memory_store.NewMemory(
-                    title=new_title,
-                    content=new_content,
-                    memory_type=old.memory_type,
-                    tags=old.tags,
-                    source=old.source,
-                    domain=old.domain,
-                    metadata=old.metadata,
-                    sha256=memory_key(scopes),
-                    document_id=old.document_id,
-                    user_id=old.user_id,
-                    agent_id=old.agent_id,
-                    session_id=old.session_id,
-                ),
+                _successor(old, new_title, new_content),
                 language=self.language_of(who.language, new_content),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
@@ -299,4 +274,41 @@ def memory_values(draft: MemoryDraft, sha: bytes) -> memory_store.NewMemory:
         user_id=draft.user_id,
         agent_id=draft.agent_id,
         session_id=draft.session_id,
+    )
+
+
+async def _close_for_superseding(
+    conn: AsyncConnection, who: Principal, tenant: UUID, target_id: UUID
+) -> MemoryRow:
+    """End the target's validity now; 404 when it is not there (or not the caller's), 409
+    when it was superseded already."""
+    old = await memory_store.close_validity(conn, tenant, target_id)
+    if old is not None:
+        return old
+    found = await memory_store.get_memory(conn, tenant, target_id)
+    if found is None:
+        raise NotFoundError(f"memory {target_id} not found")
+    refuse_unless_owner(who, found.user_id, "a memory")
+    raise ConflictError(f"memory {target_id} was already superseded")
+
+
+def _successor(old: MemoryRow, title: str | None, content: str) -> memory_store.NewMemory:
+    """The new version: the old one's type, tags, source and scopes (not its speaker: it is
+    said now)."""
+    scopes = MemoryDraft(
+        content=content, user_id=old.user_id, agent_id=old.agent_id, session_id=old.session_id
+    )
+    return memory_store.NewMemory(
+        title=title,
+        content=content,
+        memory_type=old.memory_type,
+        tags=old.tags,
+        source=old.source,
+        domain=old.domain,
+        metadata=old.metadata,
+        sha256=memory_key(scopes),
+        document_id=old.document_id,
+        user_id=old.user_id,
+        agent_id=old.agent_id,
+        session_id=old.session_id,
     )

@@ -283,6 +283,31 @@ _EDGE_SEEN = (
 _MENTION_SEEN = " AND " + _SEEN.format(id="memory_id")
 
 
+def _neighbour_sql(edge_seen: str, mention_seen: str) -> str:
+    """The frontier's links, ``per_node`` per node, direction and kind, ``max_links`` in all."""
+    return (
+        "WITH frontier AS (SELECT DISTINCT unnest(CAST(:f AS uuid[])) AS id) "
+        "SELECT array_agg(CAST(a AS text)), array_agg(a_kind), "
+        "array_agg(CAST(b AS text)), array_agg(b_kind), "
+        "array_agg(w) FROM (SELECT * FROM ("
+        " SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, to_kind, "
+        " confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
+        f" AND from_id = frontier.id{edge_seen} LIMIT :per_node) e"
+        " UNION ALL SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, "
+        " to_kind, confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
+        f" AND to_id = frontier.id{edge_seen} LIMIT :per_node) e"
+        " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
+        " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
+        f" WHERE tenant_id = :t AND entity_id = frontier.id{mention_seen} LIMIT :per_node) m"
+        " WHERE frontier.id <> ALL(CAST(:memories AS uuid[]))"
+        " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
+        " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
+        f" WHERE tenant_id = :t AND memory_id = frontier.id{mention_seen} LIMIT :per_node) m"
+        " WHERE frontier.id <> ALL(CAST(:entities AS uuid[]))"
+        ") AS u LIMIT :max_links) AS links(a, a_kind, b, b_kind, w)"
+    )
+
+
 async def neighbour_links(
     conn: Conn,
     tenant_id: UUID,
@@ -317,27 +342,7 @@ async def neighbour_links(
         edge_seen, mention_seen = _EDGE_SEEN, _MENTION_SEEN
     row = await fetchrow(
         conn,
-        (
-            "WITH frontier AS (SELECT DISTINCT unnest(CAST(:f AS uuid[])) AS id) "
-            "SELECT array_agg(CAST(a AS text)), array_agg(a_kind), "
-            "array_agg(CAST(b AS text)), array_agg(b_kind), "
-            "array_agg(w) FROM (SELECT * FROM ("
-            " SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, to_kind, "
-            " confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
-            f" AND from_id = frontier.id{edge_seen} LIMIT :per_node) e"
-            " UNION ALL SELECT e.* FROM frontier, LATERAL (SELECT from_id, from_kind, to_id, "
-            " to_kind, confidence FROM edges WHERE tenant_id = :t AND valid_to IS NULL "
-            f" AND to_id = frontier.id{edge_seen} LIMIT :per_node) e"
-            " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
-            " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
-            f" WHERE tenant_id = :t AND entity_id = frontier.id{mention_seen} LIMIT :per_node) m"
-            " WHERE frontier.id <> ALL(CAST(:memories AS uuid[]))"
-            " UNION ALL SELECT m.memory_id, 'memory', m.entity_id, 'entity', m.confidence "
-            " FROM frontier, LATERAL (SELECT memory_id, entity_id, confidence FROM mentions "
-            f" WHERE tenant_id = :t AND memory_id = frontier.id{mention_seen} LIMIT :per_node) m"
-            " WHERE frontier.id <> ALL(CAST(:entities AS uuid[]))"
-            ") AS u LIMIT :max_links) AS links(a, a_kind, b, b_kind, w)"
-        ),
+        _neighbour_sql(edge_seen, mention_seen),
         {
             "t": tenant_id,
             "f": ids,

@@ -48,6 +48,28 @@ async def _count_deleted(conn: AsyncConnection, sql: str, params: dict[str, Any]
     return len((await conn.execute(text(sql + " RETURNING 1"), params)).all())
 
 
+_TOUCHED_ENTITIES = text(
+    "SELECT entity_id FROM mentions WHERE tenant_id = :t AND memory_id = ANY(:ids) "
+    "UNION SELECT to_id FROM edges WHERE tenant_id = :t AND to_kind = 'entity' "
+    "AND (from_id = ANY(:ids) OR properties->>'source_memory_id' = ANY(:sids)) "
+    "UNION SELECT from_id FROM edges WHERE tenant_id = :t "
+    "AND from_kind = 'entity' AND (to_id = ANY(:ids) "
+    "OR properties->>'source_memory_id' = ANY(:sids))"
+)
+_DELETE_EDGES = text(
+    "DELETE FROM edges WHERE tenant_id = :t AND (from_id = ANY(:ids) "
+    "OR to_id = ANY(:ids) OR properties->>'source_memory_id' = ANY(:sids)) "
+    "RETURNING predicate"
+)
+_DELETE_JOBS = text(
+    "DELETE FROM jobs WHERE tenant_id = :t AND (payload->>'memory_id' = ANY(:sids) "
+    "OR result->>'memory_id' = ANY(:sids) "
+    "OR payload->>'document_id' = ANY(:dids) "
+    "OR payload->>'replace_document_id' = ANY(:dids) "
+    "OR result->>'document_id' = ANY(:dids)) RETURNING id"
+)
+
+
 async def erase_memories(
     conn: AsyncConnection,
     tenant_id: UUID,
@@ -71,60 +93,15 @@ async def erase_memories(
         text("SELECT id FROM memories WHERE tenant_id = :t AND id = ANY(:ids) FOR UPDATE"),
         params,
     )
-    touched = set(
-        (
-            await conn.execute(
-                text(
-                    "SELECT entity_id FROM mentions WHERE tenant_id = :t AND memory_id = ANY(:ids) "
-                    "UNION SELECT to_id FROM edges WHERE tenant_id = :t AND to_kind = 'entity' "
-                    "AND (from_id = ANY(:ids) OR properties->>'source_memory_id' = ANY(:sids)) "
-                    "UNION SELECT from_id FROM edges WHERE tenant_id = :t "
-                    "AND from_kind = 'entity' AND (to_id = ANY(:ids) "
-                    "OR properties->>'source_memory_id' = ANY(:sids))"
-                ),
-                params,
-            )
-        ).scalars()
-    )
-    removed = list(
-        (
-            await conn.execute(
-                text(
-                    "DELETE FROM edges WHERE tenant_id = :t AND (from_id = ANY(:ids) "
-                    "OR to_id = ANY(:ids) OR properties->>'source_memory_id' = ANY(:sids)) "
-                    "RETURNING predicate"
-                ),
-                params,
-            )
-        ).scalars()
-    )
-    predicates = set(removed)
-    counts = {"edges": len(removed)}
-    job_ids = list(
-        (
-            await conn.execute(
-                text(
-                    "DELETE FROM jobs WHERE tenant_id = :t AND (payload->>'memory_id' = ANY(:sids) "
-                    "OR result->>'memory_id' = ANY(:sids) "
-                    "OR payload->>'document_id' = ANY(:dids) "
-                    "OR payload->>'replace_document_id' = ANY(:dids) "
-                    "OR result->>'document_id' = ANY(:dids)) RETURNING id"
-                ),
-                params,
-            )
-        ).scalars()
-    )
-    counts["jobs"] = len(job_ids)
-    counts["mentions"] = await _count_deleted(
-        conn, "DELETE FROM mentions WHERE tenant_id = :t AND memory_id = ANY(:ids)", params
-    )
-    counts["chunks"] = await _count_deleted(
-        conn, "DELETE FROM chunks WHERE tenant_id = :t AND memory_id = ANY(:ids)", params
-    )
-    counts["memories"] = await _count_deleted(
-        conn, "DELETE FROM memories WHERE tenant_id = :t AND id = ANY(:ids)", params
-    )
-    return counts, touched, predicates, job_ids
+    touched = set((await conn.execute(_TOUCHED_ENTITIES, params)).scalars())
+    removed = list((await conn.execute(_DELETE_EDGES, params)).scalars())
+    job_ids = list((await conn.execute(_DELETE_JOBS, params)).scalars())
+    counts = {"edges": len(removed), "jobs": len(job_ids)}
+    for table, column in (("mentions", "memory_id"), ("chunks", "memory_id"), ("memories", "id")):
+        counts[table] = await _count_deleted(
+            conn, f"DELETE FROM {table} WHERE tenant_id = :t AND {column} = ANY(:ids)", params
+        )
+    return counts, touched, set(removed), job_ids
 
 
 async def user_memory_ids(conn: AsyncConnection, tenant_id: UUID, user_id: str) -> list[UUID]:
