@@ -219,3 +219,27 @@ def test_the_cycle_check_finds_a_lazy_cycle(tmp_path):
     graph = import_graph(tmp_path, ("pkg",))
     assert graph["pkg.d"] == {"pkg.a", "pkg.b"}
     assert import_cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(package: Path = PACKAGE, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Functions (methods included) of more than ``limit`` lines, docstrings counted."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit:
+                    found.append(f"{path.relative_to(package)}:{node.lineno} {node.name} {length}")
+    return found
+
+
+def test_no_function_is_longer_than_sixty_lines(tmp_path: Path) -> None:
+    assert long_functions() == []
+    fake = tmp_path / "knowmind"
+    fake.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    (fake / "long.py").write_text(f"def too_long():\n{body}\n")
+    assert long_functions(fake) == ["long.py:1 too_long 62"]
