@@ -294,6 +294,7 @@ def test_every_route_is_public_by_intent_or_guarded(settings):
         ("GET", "/v1/capabilities"),
         ("GET", "/ui"),
         ("GET", "/ui/static/{name:str}"),
+        ("GET", "/ui/static/vendor/{name:str}"),  # the console's vendored libraries
         ("GET", "/schema"),
         ("GET", "/schema/reference"),
         ("GET", "/schema/openapi.json"),
