@@ -11,38 +11,60 @@ REST API, typed results, retries with backoff on 429/503, pagination helpers.
 It needs only ``httpx`` and ``msgspec`` and imports nothing of the server.
 """
 
-from knowmind.client.http import AsyncKnowmind, Knowmind, RetryPolicy
+from knowmind.client.aio import AsyncKnowmind
+from knowmind.client.http import RetryPolicy
+from knowmind.client.sync import Knowmind
 from knowmind.client.types import (
+    Answer,
+    AnswerEvent,
     BatchItem,
     BatchResult,
     Conversation,
     Document,
+    Entity,
+    EntityHit,
+    History,
     Hit,
     Job,
     KnowmindAPIError,
+    Link,
     Memory,
     MemoryPage,
     Recall,
+    Receipt,
+    Relation,
     Remembered,
     Speaker,
+    TenantSettings,
+    Token,
     Turn,
 )
 
 __all__ = [
+    "Answer",
+    "AnswerEvent",
     "AsyncKnowmind",
     "BatchItem",
     "BatchResult",
     "Conversation",
     "Document",
+    "Entity",
+    "EntityHit",
+    "History",
     "Hit",
     "Job",
     "Knowmind",
     "KnowmindAPIError",
+    "Link",
     "Memory",
     "MemoryPage",
     "Recall",
+    "Receipt",
+    "Relation",
     "Remembered",
     "RetryPolicy",
     "Speaker",
+    "TenantSettings",
+    "Token",
     "Turn",
 ]

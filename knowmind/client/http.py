@@ -1,4 +1,6 @@
-"""The clients: ``Knowmind`` (blocking) and ``AsyncKnowmind`` (asyncio), the same methods.
+"""What both clients stand on: the transports ``SyncTransport`` and ``AsyncTransport`` run a
+:class:`~knowmind.client.calls.Call` (``Knowmind`` and ``AsyncKnowmind`` in sync.py and aio.py
+are a method per REST operation over them).
 
 Both retry what is worth retrying — 429 and 503 (after the server's ``Retry-After``, capped),
 and a connection that could not be made — with exponential backoff, ``retries`` times; every
@@ -10,29 +12,25 @@ writes are idempotent by content), so a retry cannot store anything twice.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from uuid import UUID
 
 import httpx
 import msgspec
 
+from knowmind.client.calls import Call, json_body
 from knowmind.client.types import (
-    BatchResult,
+    Answer,
+    AnswerEvent,
     Conversation,
-    Document,
-    Job,
     KnowmindAPIError,
-    Memory,
-    MemoryPage,
-    Recall,
-    Remembered,
     Speaker,
 )
 
-__all__ = ["CONVERSATION_PART", "AsyncKnowmind", "Knowmind", "RetryPolicy"]
+__all__ = ["CONVERSATION_PART", "AsyncTransport", "RetryPolicy", "SyncTransport"]
 
 T = TypeVar("T")
 _RETRY_STATUSES = frozenset({429, 503})
@@ -54,7 +52,8 @@ class RetryPolicy:
         return min(max(wait, 0.0), self.max_wait_s)
 
 
-def _decode(response: httpx.Response, kind: type[T]) -> T:
+def _raise_for(response: httpx.Response) -> None:
+    """A :class:`KnowmindAPIError` for an answer that is not a success."""
     if response.status_code >= 400:
         try:
             body = response.json()
@@ -64,11 +63,11 @@ def _decode(response: httpx.Response, kind: type[T]) -> T:
             body = {}
         detail = str(body.get("detail") or body.get("error") or response.reason_phrase)
         raise KnowmindAPIError(response.status_code, detail, body.get("field"))
-    return msgspec.json.decode(response.content, type=kind)
 
 
-def _flag(wait: bool) -> dict[str, str]:
-    return {"wait": "true" if wait else "false"}
+def _decode(response: httpx.Response, decode: Callable[[bytes], T]) -> T:
+    _raise_for(response)
+    return decode(response.content)
 
 
 def _connection(url: str, token: str, timeout_s: float) -> dict[str, Any]:
@@ -80,9 +79,7 @@ def _connection(url: str, token: str, timeout_s: float) -> dict[str, Any]:
     }
 
 
-def _json(value: Any) -> Any:
-    """Request bodies: UUIDs and datetimes as strings, ``None`` fields left out."""
-    return msgspec.to_builtins({k: v for k, v in value.items() if v is not None})
+_json = json_body
 
 
 #: Messages per request of ``remember_conversation`` (the server's limit): a longer conversation
@@ -126,8 +123,39 @@ def _merged(parts: list[tuple[int, Conversation]]) -> Conversation:
     )
 
 
-class Knowmind:
-    """A blocking client: ``Knowmind("http://host:8080", "kmt_…").recall("Wer …?")``."""
+class _EventParser:
+    """Server-sent events line by line: an :class:`AnswerEvent` at each blank line."""
+
+    def __init__(self) -> None:
+        self.event = "message"
+        self.data: list[str] = []
+
+    def feed(self, line: str) -> AnswerEvent | None:
+        if line.startswith(":"):  # a comment (a keep-alive)
+            return None
+        if line:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                self.event = value
+            elif name == "data":
+                self.data.append(value)
+            return None
+        if not self.data:
+            return None
+        event, data = self.event, "\n".join(self.data)
+        self.event, self.data = "message", []
+        if event == "done":
+            return AnswerEvent("done", result=msgspec.json.decode(data, type=Answer))
+        return AnswerEvent(event, text=data)
+
+
+def _request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.Request:
+    return http.build_request(call.method, call.path, **call.request())
+
+
+class SyncTransport:
+    """Runs calls blocking, retrying refusals (429, 503) and connections not made."""
 
     def __init__(
         self,
@@ -141,41 +169,40 @@ class Knowmind:
         self.retry = retry or RetryPolicy()
         self._http = httpx.Client(transport=transport, **_connection(url, token, timeout_s))
 
-    def __enter__(self) -> Knowmind:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, kind: type[T], **kwargs: Any) -> T:
+    def _send(self, call: Call[Any], stream: bool = False) -> httpx.Response:
         for attempt in range(self.retry.retries + 1):
             try:
-                response = self._http.request(method, path, **kwargs)
+                response = self._http.send(_request(self._http, call), stream=stream)
             except httpx.ConnectError:
                 if attempt == self.retry.retries:
                     raise
                 time.sleep(self.retry.wait_s(attempt, None))
                 continue
             if response.status_code in _RETRY_STATUSES and attempt < self.retry.retries:
+                response.close()
                 time.sleep(self.retry.wait_s(attempt, response))
                 continue
-            return _decode(response, kind)
+            return response
         raise AssertionError("unreachable")
 
-    def remember(self, content: str, **fields: Any) -> Remembered:
-        """``fields``: title, memory_type, tags, source, domain, metadata, relations,
-        occurred_at (a datetime or ISO 8601), speaker, role, user_id, agent_id, session_id."""
-        return self._call(
-            "POST", "/v1/memories", Remembered, json=_json({"content": content, **fields})
-        )
+    def _run(self, call: Call[T]) -> T:
+        return _decode(self._send(call), call.decode)
 
-    def remember_many(self, items: list[dict[str, Any]]) -> BatchResult:
-        """Up to 100 memories (each like ``remember``'s arguments), per-item results."""
-        body = {"items": [_json(item) for item in items]}
-        return self._call("POST", "/v1/memories/batch", BatchResult, json=body)
+    def _events(self, call: Call[Any]) -> Iterator[AnswerEvent]:
+        response = self._send(call, stream=True)
+        try:
+            if response.status_code >= 400:
+                response.read()
+                _raise_for(response)
+            parser = _EventParser()
+            for line in itertools.chain(response.iter_lines(), [""]):
+                if (event := parser.feed(line)) is not None:
+                    yield event
+        finally:
+            response.close()
 
     def remember_conversation(
         self,
@@ -195,7 +222,7 @@ class Knowmind:
             nonlocal session_id
             body = _conversation_body(messages[start:end], offset + start, session_id, fields)
             try:
-                done = self._call("POST", _CONVERSATION, Conversation, json=body)
+                done = self._run(_conversation_call(body))
             except KnowmindAPIError as exc:
                 if exc.status != 413 or end - start < 2:
                     raise
@@ -209,54 +236,9 @@ class Knowmind:
             send(start, end)
         return _merged(parts)
 
-    def recall(self, query: str, k: int = 5, min_score: float = 0.0, **options: Any) -> Recall:
-        """Each hit's ``score`` is the probability (0–1) that it answers the question;
-        ``min_score`` leaves out the hits below it. ``options``: filters (e.g. ``{"user_id":
-        "u1", "occurred_after": datetime(…)}``), hops, stages, rerank, weights, fusion,
-        ranker, explain, as_of, known_at."""
-        body = _json({"query": query, "k": k, "min_score": min_score, **options})
-        return self._call("POST", "/v1/recall", Recall, json=body)
 
-    def memory(self, memory_id: UUID | str) -> Memory:
-        return self._call("GET", f"/v1/memories/{memory_id}", Memory)
-
-    def memories(self, page_size: int = 100, **filters: Any) -> Iterator[Memory]:
-        """Every memory, newest first, page by page (the cursor is followed for you);
-        ``filters``: user_id, agent_id, session_id, occurred_after, occurred_before."""
-        cursor: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
-            params |= _json(filters)
-            page = self._call("GET", "/v1/memories", MemoryPage, params=params)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
-
-    def upload_document(
-        self, content: str, title: str | None = None, *, wait: bool = False, **fields: Any
-    ) -> Document:
-        """A large document is ``accepted`` and stored by a job unless ``wait``."""
-        body = _json({"content": content, "title": title, **fields})
-        return self._call("POST", "/v1/documents", Document, json=body, params=_flag(wait))
-
-    def job(self, job_id: UUID | str) -> Job:
-        return self._call("GET", f"/v1/jobs/{job_id}", Job)
-
-    def wait_for_job(self, job_id: UUID | str, timeout_s: float = 300.0) -> Job:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.job(job_id)
-            if job.status in ("done", "failed") or time.monotonic() > deadline:
-                return job
-            time.sleep(0.25)
-
-    def stats(self) -> dict[str, Any]:
-        return self._call("GET", "/v1/stats", dict)
-
-
-class AsyncKnowmind:
-    """The asyncio twin of :class:`Knowmind`: ``await client.recall("…")``."""
+class AsyncTransport:
+    """The asyncio twin of :class:`SyncTransport`."""
 
     def __init__(
         self,
@@ -270,37 +252,42 @@ class AsyncKnowmind:
         self.retry = retry or RetryPolicy()
         self._http = httpx.AsyncClient(transport=transport, **_connection(url, token, timeout_s))
 
-    async def __aenter__(self) -> AsyncKnowmind:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, kind: type[T], **kwargs: Any) -> T:
+    async def _send(self, call: Call[Any], stream: bool = False) -> httpx.Response:
         for attempt in range(self.retry.retries + 1):
             try:
-                response = await self._http.request(method, path, **kwargs)
+                response = await self._http.send(_request(self._http, call), stream=stream)
             except httpx.ConnectError:
                 if attempt == self.retry.retries:
                     raise
                 await asyncio.sleep(self.retry.wait_s(attempt, None))
                 continue
             if response.status_code in _RETRY_STATUSES and attempt < self.retry.retries:
+                await response.aclose()
                 await asyncio.sleep(self.retry.wait_s(attempt, response))
                 continue
-            return _decode(response, kind)
+            return response
         raise AssertionError("unreachable")
 
-    async def remember(self, content: str, **fields: Any) -> Remembered:
-        body = _json({"content": content, **fields})
-        return await self._call("POST", "/v1/memories", Remembered, json=body)
+    async def _run(self, call: Call[T]) -> T:
+        return _decode(await self._send(call), call.decode)
 
-    async def remember_many(self, items: list[dict[str, Any]]) -> BatchResult:
-        body = {"items": [_json(item) for item in items]}
-        return await self._call("POST", "/v1/memories/batch", BatchResult, json=body)
+    async def _events(self, call: Call[Any]) -> AsyncIterator[AnswerEvent]:
+        response = await self._send(call, stream=True)
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                _raise_for(response)
+            parser = _EventParser()
+            async for line in response.aiter_lines():
+                if (event := parser.feed(line)) is not None:
+                    yield event
+            if (event := parser.feed("")) is not None:
+                yield event
+        finally:
+            await response.aclose()
 
     async def remember_conversation(
         self,
@@ -310,14 +297,14 @@ class AsyncKnowmind:
         offset: int = 0,
         **fields: Any,
     ) -> Conversation:
-        """See :meth:`Knowmind.remember_conversation`."""
+        """See :meth:`SyncTransport.remember_conversation`."""
         parts: list[tuple[int, Conversation]] = []
 
         async def send(start: int, end: int) -> None:
             nonlocal session_id
             body = _conversation_body(messages[start:end], offset + start, session_id, fields)
             try:
-                done = await self._call("POST", _CONVERSATION, Conversation, json=body)
+                done = await self._run(_conversation_call(body))
             except KnowmindAPIError as exc:
                 if exc.status != 413 or end - start < 2:
                     raise
@@ -331,43 +318,6 @@ class AsyncKnowmind:
             await send(start, end)
         return _merged(parts)
 
-    async def recall(
-        self, query: str, k: int = 5, min_score: float = 0.0, **options: Any
-    ) -> Recall:
-        body = _json({"query": query, "k": k, "min_score": min_score, **options})
-        return await self._call("POST", "/v1/recall", Recall, json=body)
 
-    async def memory(self, memory_id: UUID | str) -> Memory:
-        return await self._call("GET", f"/v1/memories/{memory_id}", Memory)
-
-    async def memories(self, page_size: int = 100, **filters: Any) -> AsyncIterator[Memory]:
-        cursor: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
-            params |= _json(filters)
-            page = await self._call("GET", "/v1/memories", MemoryPage, params=params)
-            for memory in page.items:
-                yield memory
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
-
-    async def upload_document(
-        self, content: str, title: str | None = None, *, wait: bool = False, **fields: Any
-    ) -> Document:
-        body = _json({"content": content, "title": title, **fields})
-        return await self._call("POST", "/v1/documents", Document, json=body, params=_flag(wait))
-
-    async def job(self, job_id: UUID | str) -> Job:
-        return await self._call("GET", f"/v1/jobs/{job_id}", Job)
-
-    async def wait_for_job(self, job_id: UUID | str, timeout_s: float = 300.0) -> Job:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = await self.job(job_id)
-            if job.status in ("done", "failed") or time.monotonic() > deadline:
-                return job
-            await asyncio.sleep(0.25)
-
-    async def stats(self) -> dict[str, Any]:
-        return await self._call("GET", "/v1/stats", dict)
+def _conversation_call(body: dict[str, Any]) -> Call[Conversation]:
+    return Call("POST", _CONVERSATION, lambda c: msgspec.json.decode(c, type=Conversation), body)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knowmind.client.http import Knowmind
+from knowmind.client.sync import Knowmind
 from knowmind.client.types import KnowmindAPIError
 
 __all__ = [

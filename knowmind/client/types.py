@@ -10,18 +10,34 @@ from uuid import UUID
 import msgspec
 
 __all__ = [
+    "Answer",
+    "AnswerEvent",
     "BatchItem",
     "BatchResult",
+    "Citation",
     "Conversation",
     "Document",
+    "Entity",
+    "EntityHit",
+    "FactUpdate",
+    "History",
+    "HistoryEvent",
     "Hit",
     "Job",
     "KnowmindAPIError",
+    "Link",
     "Memory",
     "MemoryPage",
+    "NamedNode",
+    "NodeRef",
+    "Passage",
     "Recall",
+    "Receipt",
+    "Relation",
     "Remembered",
     "Speaker",
+    "TenantSettings",
+    "Token",
     "Turn",
 ]
 
@@ -161,3 +177,159 @@ class Job(msgspec.Struct):
     last_error: str | None = None
     created_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class Receipt(msgspec.Struct):
+    """What an erasure removed (``erase_memory``, ``erase_document``, ``erase_user``): counts
+    per kind (memories, chunks, vectors, tsvectors, mentions, edges, entities, jobs, …)."""
+
+    erased: dict[str, int]
+    graph_mirror: dict[str, int] = msgspec.field(default_factory=dict)
+    audit_id: int | None = None
+    user_id: str | None = None
+
+
+class NamedNode(msgspec.Struct):
+    id: UUID
+    name: str | None  # None: erased since
+    entity_class: str | None
+
+
+class FactUpdate(msgspec.Struct):
+    """``subject -predicate->`` changed from ``old_object`` to ``new_object`` at ``changed_at``."""
+
+    predicate: str
+    subject: NamedNode
+    old_object: NamedNode
+    new_object: NamedNode
+    old_edge_id: UUID
+    new_edge_id: UUID
+    changed_at: datetime
+    decided_by: str  # "rule" | "llm"
+    audit_id: int
+    model: str | None = None
+    proposal: dict[str, Any] | None = None
+
+
+class HistoryEvent(msgspec.Struct):
+    at: datetime
+    event: str  # "superseded_by" | "supersedes" | "fact_closed" | "fact_replaced"
+    memory_id: UUID | None  # the other memory
+    automatic: bool
+    reason: str | None
+    actor: str | None
+    memory_closed: bool  # this event ended the memory's validity
+    fact: FactUpdate | None = None
+
+
+class History(msgspec.Struct):
+    """A memory's supersessions and automatic fact updates (``history``)."""
+
+    memory_id: UUID
+    valid_from: datetime
+    valid_to: datetime | None
+    events: list[HistoryEvent]
+
+
+class Entity(msgspec.Struct):
+    id: UUID
+    name: str
+    entity_class: str
+    description: str | None = None
+    aliases: list[str] = msgspec.field(default_factory=list)
+    origin: str = "api"
+    confidence: float = 1.0
+    created_at: datetime | None = None
+    created: bool | None = None  # upsert_entity: True when this call created it
+
+
+class EntityHit(msgspec.Struct):
+    id: UUID
+    name: str
+    entity_class: str
+    aliases: list[str]
+    score: float
+
+
+class Link(msgspec.Struct):
+    edge_id: UUID
+    inverse_edge_id: UUID | None
+
+
+class NodeRef(msgspec.Struct):
+    id: UUID
+    kind: str  # "memory" | "entity"
+    title_or_name: str | None
+    entity_class: str | None = None
+
+
+class Relation(msgspec.Struct):
+    predicate: str
+    direction: str  # "out" | "in"
+    confidence: float
+    derived: bool
+    node: NodeRef
+    edge_id: UUID | None = None  # None: a mention
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class Citation(msgspec.Struct):
+    marker: int
+    memory_id: UUID
+    chunk_id: UUID
+    title: str | None
+
+
+class Passage(msgspec.Struct):
+    marker: int
+    memory_id: UUID
+    chunk_id: UUID
+    title: str | None
+    content: str
+    score: float
+    stages: list[str]
+    summary_level: int | None = None
+
+
+class Answer(msgspec.Struct):
+    """``answer``: the text with its citation markers ([1], …), or None with the reasons."""
+
+    answer: str | None
+    supported: bool
+    citations: list[Citation]
+    passages: list[Passage]
+    method: str
+    method_details: dict[str, Any]
+    degraded: bool
+    degraded_reasons: list[str]
+    timings_ms: dict[str, float]
+    tokens: dict[str, int]
+    model: str | None
+    conversation_id: str | None = None
+
+
+class AnswerEvent(msgspec.Struct):
+    """One event of ``answer_stream``: ``token`` with a piece of ``text``, then ``done`` with
+    the whole ``result``."""
+
+    event: str  # "token" | "done"
+    text: str = ""
+    result: Answer | None = None
+
+
+class TenantSettings(msgspec.Struct):
+    llm_model: str | None
+    multi_query: bool
+    extraction_prompt: str | None = None
+
+
+class Token(msgspec.Struct):
+    """A new token: ``token`` is shown this once."""
+
+    id: UUID
+    tenant_id: UUID
+    token: str
+    scopes: list[str]
+    created_at: datetime
+    user_id: str | None = None

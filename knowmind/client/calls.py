@@ -1,0 +1,255 @@
+"""Every REST request the clients send, built once for both: a :class:`Call` names the method,
+the path, the type the answer decodes to and the request's body or query. ``Knowmind`` runs a
+call blocking, ``AsyncKnowmind`` awaits it; neither builds a request itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+import msgspec
+
+from knowmind.client.types import (
+    Answer,
+    BatchResult,
+    Document,
+    Entity,
+    EntityHit,
+    History,
+    Job,
+    Link,
+    Memory,
+    MemoryPage,
+    Recall,
+    Receipt,
+    Relation,
+    Remembered,
+    TenantSettings,
+    Token,
+)
+
+__all__ = ["Call", "json_body"]
+
+T = TypeVar("T")
+
+
+def _typed(kind: type[T]) -> Callable[[bytes], T]:
+    return lambda content: msgspec.json.decode(content, type=kind)
+
+
+def _nothing(_: bytes) -> None:
+    """An answer without a body (204)."""
+
+
+def _object(content: bytes) -> dict[str, Any]:
+    return msgspec.json.decode(content, type=dict[str, Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    decode: Callable[[bytes], T]  # a successful answer's body as the caller's type
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def request(self) -> dict[str, Any]:
+        """The keyword arguments of ``httpx.Client.request``."""
+        body = {} if self.json is None else {"json": self.json}
+        return {"params": self.params, **body}
+
+
+def json_body(value: dict[str, Any]) -> dict[str, Any]:
+    """A request body: UUIDs and datetimes as strings, ``None`` fields left out."""
+    built: dict[str, Any] = msgspec.to_builtins({k: v for k, v in value.items() if v is not None})
+    return built
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+# -- memories -----------------------------------------------------------------------------------
+
+
+def remember(content: str, wait: bool, fields: dict[str, Any]) -> Call[Remembered]:
+    body = json_body({"content": content, **fields})
+    return Call("POST", "/v1/memories", _typed(Remembered), body, {"wait": _flag(wait)})
+
+
+def remember_many(items: list[dict[str, Any]]) -> Call[BatchResult]:
+    return Call(
+        "POST", "/v1/memories/batch", _typed(BatchResult), {"items": [json_body(i) for i in items]}
+    )
+
+
+def memory(memory_id: UUID | str) -> Call[Memory]:
+    return Call("GET", f"/v1/memories/{memory_id}", _typed(Memory))
+
+
+def memory_page(page_size: int, cursor: str | None, filters: dict[str, Any]) -> Call[MemoryPage]:
+    params = {"limit": page_size, "cursor": cursor, **filters}
+    return Call("GET", "/v1/memories", _typed(MemoryPage), params=json_body(params))
+
+
+def history(memory_id: UUID | str) -> Call[History]:
+    return Call("GET", f"/v1/memories/{memory_id}/history", _typed(History))
+
+
+def supersede(
+    memory_id: UUID | str, new_content: str, new_title: str | None, update_reason: str | None
+) -> Call[Remembered]:
+    body = {"new_content": new_content, "new_title": new_title, "update_reason": update_reason}
+    return Call("POST", f"/v1/memories/{memory_id}/supersede", _typed(Remembered), json_body(body))
+
+
+def delete_memory(memory_id: UUID | str) -> Call[None]:
+    return Call("DELETE", f"/v1/memories/{memory_id}", _nothing)
+
+
+def erase_memory(memory_id: UUID | str) -> Call[Receipt]:
+    return Call("DELETE", f"/v1/memories/{memory_id}", _typed(Receipt), params={"erase": "true"})
+
+
+def erase_user(user_id: str) -> Call[Receipt]:
+    return Call("DELETE", f"/v1/users/{user_id}", _typed(Receipt))
+
+
+# -- recall and answers -------------------------------------------------------------------------
+
+
+def recall(query: str, k: int, min_score: float, options: dict[str, Any]) -> Call[Recall]:
+    body = json_body({"query": query, "k": k, "min_score": min_score, **options})
+    return Call("POST", "/v1/recall", _typed(Recall), body)
+
+
+def recall_at_time(
+    query: str, as_of: datetime | str, k: int, options: dict[str, Any]
+) -> Call[Recall]:
+    """What was valid at ``as_of`` (relative times in the query read from it, unless
+    ``reference_time`` says otherwise)."""
+    return recall(query, k, 0.0, {**options, "as_of": as_of})
+
+
+def answer(question: str, stream: bool, options: dict[str, Any]) -> Call[Answer]:
+    body = json_body({"question": question, **options, "stream": stream or None})
+    return Call("POST", "/v1/answer", _typed(Answer), body)
+
+
+# -- documents and jobs -------------------------------------------------------------------------
+
+
+def upload_document(
+    content: str, title: str | None, wait: bool, fields: dict[str, Any]
+) -> Call[Document]:
+    body = json_body({"content": content, "title": title, **fields})
+    return Call("POST", "/v1/documents", _typed(Document), body, {"wait": _flag(wait)})
+
+
+def delete_document(document_id: UUID | str) -> Call[None]:
+    return Call("DELETE", f"/v1/documents/{document_id}", _nothing)
+
+
+def erase_document(document_id: UUID | str) -> Call[Receipt]:
+    return Call("DELETE", f"/v1/documents/{document_id}", _typed(Receipt), params={"erase": "true"})
+
+
+def job(job_id: UUID | str) -> Call[Job]:
+    return Call("GET", f"/v1/jobs/{job_id}", _typed(Job))
+
+
+# -- the graph ----------------------------------------------------------------------------------
+
+
+def upsert_entity(name: str, entity_class: str, fields: dict[str, Any]) -> Call[Entity]:
+    body = json_body({"name": name, "entity_class": entity_class, **fields})
+    return Call("POST", "/v1/entities", _typed(Entity), body)
+
+
+def entities(q: str, limit: int, entity_class: str | None) -> Call[list[EntityHit]]:
+    params = json_body({"q": q, "limit": limit, "entity_class": entity_class})
+    return Call("GET", "/v1/entities", _entity_hits, params=params)
+
+
+class _EntitySearch(msgspec.Struct):
+    results: list[EntityHit]
+
+
+def _entity_hits(content: bytes) -> list[EntityHit]:
+    return msgspec.json.decode(content, type=_EntitySearch).results
+
+
+def entity(entity_id: UUID | str) -> Call[Entity]:
+    return Call("GET", f"/v1/entities/{entity_id}", _typed(Entity))
+
+
+def _link_body(from_id: UUID | str, to_id: UUID | str, rel_type: str) -> dict[str, Any]:
+    return json_body({"from_id": from_id, "to_id": to_id, "rel_type": rel_type})
+
+
+def link(from_id: UUID | str, to_id: UUID | str, rel_type: str, confidence: float) -> Call[Link]:
+    body = _link_body(from_id, to_id, rel_type) | {"confidence": confidence}
+    return Call("POST", "/v1/relations", _typed(Link), body)
+
+
+def unlink(from_id: UUID | str, to_id: UUID | str, rel_type: str) -> Call[int]:
+    """How many edges went (the edge and its inverse; 0: there was none)."""
+    body = _link_body(from_id, to_id, rel_type)
+    return Call("DELETE", "/v1/relations", _removed, body)
+
+
+def _removed(content: bytes) -> int:
+    return int(_object(content)["removed"])
+
+
+def relations(node_id: UUID | str, closed: bool) -> Call[list[Relation]]:
+    path = f"/v1/nodes/{node_id}/relations"
+    return Call("GET", path, _relations, params={"closed": _flag(closed)})
+
+
+class _Relations(msgspec.Struct):
+    relations: list[Relation]
+
+
+def _relations(content: bytes) -> list[Relation]:
+    return msgspec.json.decode(content, type=_Relations).relations
+
+
+def schema() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/schema", _object)
+
+
+def add_predicate(
+    name: str, subject_classes: list[str], object_classes: list[str], fields: dict[str, Any]
+) -> Call[dict[str, Any]]:
+    body = {"name": name, "subject_classes": subject_classes, "object_classes": object_classes}
+    return Call("POST", "/v1/schema/predicates", _object, json_body({**body, **fields}))
+
+
+# -- the tenant ---------------------------------------------------------------------------------
+
+
+def stats() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/stats", _object)
+
+
+def capabilities() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/capabilities", _object)
+
+
+def settings() -> Call[TenantSettings]:
+    return Call("GET", "/v1/settings", _typed(TenantSettings))
+
+
+def change_settings(changes: dict[str, Any]) -> Call[TenantSettings]:
+    """``changes``: the settings to change; ``None`` resets one to the server's default."""
+    return Call("PATCH", "/v1/settings", _typed(TenantSettings), msgspec.to_builtins(changes))
+
+
+def create_token(scopes: list[str], user_id: str | None) -> Call[Token]:
+    return Call(
+        "POST", "/v1/tokens", _typed(Token), json_body({"scopes": scopes, "user_id": user_id})
+    )
