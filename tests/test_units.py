@@ -203,3 +203,17 @@ def test_rerank_status_before_and_without_a_model():
         False,
         "gone",
     )
+
+
+def test_items_are_packed_in_groups_for_one_embedding_call_each():
+    from knowmind.ingest.chunker import pack_in_groups
+
+    assert pack_in_groups([], 3, 10) == []
+    assert pack_in_groups([(1, 5), (1, 5), (1, 5)], 3, 10) == [range(0, 2), range(2, 3)]
+    assert pack_in_groups([(1, 1)] * 4, 3, 100) == [range(0, 3), range(3, 4)]
+    # an item larger than a group stands alone, never beside another
+    assert pack_in_groups([(1, 1), (5, 50), (1, 1)], 3, 10) == [
+        range(0, 1),
+        range(1, 2),
+        range(2, 3),
+    ]

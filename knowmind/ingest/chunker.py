@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = ["chunk_text", "split_sentences"]
 
@@ -103,3 +104,21 @@ def _overlap_tail(sentences: list[str], overlap_chars: int) -> tuple[list[str], 
         tail.insert(0, sentence)
         length += len(sentence) + 1
     return tail, length
+
+
+def pack_in_groups(
+    sizes: Sequence[tuple[int, int]], max_chunks: int, max_chars: int
+) -> list[range]:
+    """Consecutive items (each ``(chunks, characters)``) in groups of up to ``max_chunks``
+    chunks and ``max_chars`` characters, as index ranges; an item larger than that is a group
+    of its own. What is embedded in one call."""
+    groups: list[range] = []
+    start = size = chars = 0
+    for index, (chunks, length) in enumerate(sizes):
+        if size and (size + chunks > max_chunks or chars + length > max_chars):
+            groups.append(range(start, index))
+            start, size, chars = index, 0, 0
+        size, chars = size + chunks, chars + length
+    if start < len(sizes):
+        groups.append(range(start, len(sizes)))
+    return groups

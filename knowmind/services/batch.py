@@ -16,7 +16,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.errors import InvalidInputError, KnowmindError
-from knowmind.ingest.chunker import chunk_text
+from knowmind.ingest.chunker import chunk_text, pack_in_groups
 from knowmind.ingest.pipeline import content_language, passage_text
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
 from knowmind.services.auth import Principal, tenant_of
@@ -181,20 +181,14 @@ def _groups(service: MemoryService, items: list[_Pending]) -> list[list[_Pending
     """Chunk every item; group consecutive items of up to ``EMBED_GROUP_CHUNKS`` chunks and
     ``EMBED_GROUP_CHARS`` characters (an item larger than that is a group of its own)."""
     ingest = service.ingest
-    groups: list[list[_Pending]] = []
-    size = chars = 0
     for p in items:
         p.contents = chunk_text(
             p.draft.content, ingest.chunk_target_chars, ingest.chunk_overlap_chars
         ) or [p.draft.content.strip()]
-        length = sum(map(len, p.contents))
-        full = size + len(p.contents) > EMBED_GROUP_CHUNKS or chars + length > EMBED_GROUP_CHARS
-        if not groups or (size and full):
-            groups.append([])
-            size = chars = 0
-        groups[-1].append(p)
-        size, chars = size + len(p.contents), chars + length
-    return groups
+    sizes = [(len(p.contents), sum(map(len, p.contents))) for p in items]
+    return [
+        [items[i] for i in r] for r in pack_in_groups(sizes, EMBED_GROUP_CHUNKS, EMBED_GROUP_CHARS)
+    ]
 
 
 async def _embed(service: MemoryService, owner: str, items: list[_Pending]) -> None:

@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.contract.limits import MAX_MESSAGES, require_visible
 from knowmind.errors import InvalidInputError
-from knowmind.ingest.chunker import chunk_text
+from knowmind.ingest.chunker import chunk_text, pack_in_groups
 from knowmind.ingest.pipeline import LANGUAGE_SAMPLE_CHARS, content_language
 from knowmind.ingest.turns import Said, turn_context, turn_passage
 from knowmind.linking.names import normalise_name
@@ -308,17 +308,14 @@ def _prepare(
 def _groups(turns: Sequence[_Turn]) -> list[list[_Turn]]:
     """Consecutive turns of up to ``GROUP_CHUNKS`` chunks and ``GROUP_CHARS`` characters of
     passages (a larger turn is a group of its own)."""
-    groups: list[list[_Turn]] = []
-    size = chars = 0
-    for t in turns:
-        length = sum(len(c) + len(x or "") for c, x in zip(t.contents, t.contexts, strict=True))
-        full = size + len(t.contents) > GROUP_CHUNKS or chars + length > GROUP_CHARS
-        if not groups or (size and full):
-            groups.append([])
-            size = chars = 0
-        groups[-1].append(t)
-        size, chars = size + len(t.contents), chars + length
-    return groups
+    sizes = [
+        (
+            len(t.contents),
+            sum(len(c) + len(x or "") for c, x in zip(t.contents, t.contexts, strict=True)),
+        )
+        for t in turns
+    ]
+    return [[turns[i] for i in r] for r in pack_in_groups(sizes, GROUP_CHUNKS, GROUP_CHARS)]
 
 
 async def _embed(service: MemoryService, owner: str, group: list[_Turn]) -> None:
