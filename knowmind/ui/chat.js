@@ -55,7 +55,9 @@ function answerBody(turn) {
         `[${c.marker}] ${c.title || t("memory")}`)))) : null,
     el("details", {}, el("summary", {}, `${t("passages")} (${r.passages.length})`),
       el("ol", { class: "passages" }, r.passages.map((p) => el("li", {},
-        el("strong", {}, `[${p.marker}] ${p.title || ""}`), el("p", {}, p.content))))),
+        el("button", { type: "button", class: "link passage", "data-memory": p.memory_id, onclick: openCited(p.memory_id) },
+          `[${p.marker}] ${p.title || t("memory")}`),
+        el("p", {}, p.content))))),
   ];
 }
 
