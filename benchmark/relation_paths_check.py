@@ -23,6 +23,7 @@ from typing import Any
 from uuid import UUID
 
 from benchmark.stats import split_of
+from knowmind.api.outputs import inline_relations
 from knowmind.db.embedded import EmbeddedPostgres
 from knowmind.db.migrate import upgrade
 from knowmind.linking.matching import MatchedEntity, match_entities
@@ -32,7 +33,6 @@ from knowmind.recall.paths import RelationPathStage
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
-from knowmind.services.outputs import inline_relations
 from knowmind.settings import Settings
 
 CORPUS = Path(__file__).with_name("corpora") / "relations.json"

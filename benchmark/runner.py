@@ -18,6 +18,7 @@ from tqdm import tqdm
 from benchmark.datasets import Dataset
 from benchmark.metrics import aggregate, per_query
 from benchmark.stats import paired_test, primary_metric, split_metrics, split_of
+from knowmind.api.outputs import inline_relations
 from knowmind.errors import OverloadedError
 from knowmind.ingest.pipeline import passage_text
 from knowmind.recall.base import RecallRequest
@@ -25,7 +26,6 @@ from knowmind.recall.registry import STAGE_NAMES
 from knowmind.runtime import Runtime, freeze_live_objects
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryDraft
-from knowmind.services.outputs import inline_relations
 from knowmind.services.turns import ConversationDraft, TurnDraft, remember_conversation
 
 __all__ = [

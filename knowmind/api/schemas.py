@@ -10,6 +10,7 @@ import msgspec
 from litestar.params import PathParameter, QueryParameter
 from msgspec import Meta, Struct
 
+from knowmind.api.outputs import inline_relations
 from knowmind.api.strict_body import StrictBody
 from knowmind.contract.limits import (
     HOPS_DEFAULT,
@@ -42,7 +43,6 @@ from knowmind.contract.limits import (
 from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft
-from knowmind.services.outputs import inline_relations
 from knowmind.store.search import MemoryFilters
 
 __all__ = [

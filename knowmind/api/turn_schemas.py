@@ -10,6 +10,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from knowmind.api.errors import field_of_message
+from knowmind.api.outputs import conversation_result
 from knowmind.api.schemas import EventTime
 from knowmind.api.strict_body import StrictBody
 from knowmind.contract.limits import (
@@ -25,7 +26,6 @@ from knowmind.contract.limits import (
 )
 from knowmind.errors import InvalidInputError
 from knowmind.services.batch import ItemError
-from knowmind.services.outputs import conversation_result
 from knowmind.services.turns import ConversationDraft, ConversationResult, TurnDraft
 
 __all__ = [

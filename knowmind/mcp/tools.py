@@ -7,15 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from knowmind.mcp.catalogue import SPECS, ToolSpec
-from knowmind.recall.base import RecallRequest
-from knowmind.services.answer import AnswerRequest, AnswerService
-from knowmind.services.auth import Principal
-from knowmind.services.documents import DocumentDraft, DocumentService
-from knowmind.services.graph import GraphService
-from knowmind.services.health import HealthService
-from knowmind.services.memories import MemoryDraft, MemoryService
-from knowmind.services.outputs import (
+from knowmind.api.outputs import (
     answer_result,
     client_recall_result,
     conversation_result,
@@ -24,6 +16,14 @@ from knowmind.services.outputs import (
     memory_preview,
     remembered,
 )
+from knowmind.mcp.catalogue import SPECS, ToolSpec
+from knowmind.recall.base import RecallRequest
+from knowmind.services.answer import AnswerRequest, AnswerService
+from knowmind.services.auth import Principal
+from knowmind.services.documents import DocumentDraft, DocumentService
+from knowmind.services.graph import GraphService
+from knowmind.services.health import HealthService
+from knowmind.services.memories import MemoryDraft, MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.services.turns import ConversationDraft, TurnDraft
 from knowmind.services.turns import remember_conversation as remember_turns

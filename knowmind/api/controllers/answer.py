@@ -14,10 +14,10 @@ from litestar.response.sse import ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.answer_schemas import AnswerIn, AnswerOut
+from knowmind.api.outputs import answer_result
 from knowmind.api.schemas import RecallFilters, memory_filters
 from knowmind.services.answer import AnswerRequest, AnswerService
 from knowmind.services.auth import Principal
-from knowmind.services.outputs import answer_result
 
 __all__ = ["AnswerController"]
 

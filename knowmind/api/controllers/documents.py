@@ -18,10 +18,10 @@ from litestar.status_codes import (
 
 from knowmind.api.document_schemas import DocumentIn, DocumentOut, KnowmindDocumentIn
 from knowmind.api.errors import error_response, exception_handlers
+from knowmind.api.outputs import document_result, inline_relations
 from knowmind.services.auth import Principal
 from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult, DocumentService
 from knowmind.services.erasure import ErasureService
-from knowmind.services.outputs import document_result, inline_relations
 
 __all__ = ["DocumentController", "KnowmindUploadController"]
 

@@ -11,6 +11,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.history_schemas import MemoryHistoryOut, history_out
+from knowmind.api.outputs import memory_fields, remembered
 from knowmind.api.schemas import (
     JobRef,
     MemoryIn,
@@ -28,7 +29,6 @@ from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.jobs import JobService
 from knowmind.services.memories import MemoryService
-from knowmind.services.outputs import memory_fields, remembered
 from knowmind.store.rows import MemoryRow
 from knowmind.store.search import MemoryFilters
 

@@ -7,10 +7,10 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from knowmind.api.outputs import recall_result
 from knowmind.api.schemas import RecallHit, RecallIn, RecallOut, memory_filters
 from knowmind.recall.base import RecallRequest
 from knowmind.services.auth import Principal
-from knowmind.services.outputs import recall_result
 from knowmind.services.recall import RecallService
 
 __all__ = ["RecallController"]

@@ -1,6 +1,6 @@
-"""What the service results look like at the edge: one mapping per result kind, used by the REST
-controllers (which wrap the dicts in their msgspec structs) and the MCP tools (which send them
-as they are). Inputs the other way: ``inline_relations``."""
+"""Presentation at the edge: what the service results look like, one mapping per result kind,
+used by the REST controllers (which wrap the dicts in their msgspec structs) and the MCP tools
+(which send them as they are). Inputs the other way: ``inline_relations``."""
 
 from __future__ import annotations
 
