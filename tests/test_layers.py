@@ -243,3 +243,25 @@ def test_no_function_is_longer_than_sixty_lines(tmp_path: Path) -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(61))
     (fake / "long.py").write_text(f"def too_long():\n{body}\n")
     assert long_functions(fake) == ["long.py:1 too_long 62"]
+
+
+def door_imports_of_storage(package: Path = PACKAGE) -> list[str]:
+    """Imports of ``knowmind.store`` or ``knowmind.db`` by the doors (REST and MCP): they call
+    services, which own every transaction and query."""
+    found = []
+    for door in ("api", "mcp"):
+        for path in sorted((package / door).rglob("*.py")):
+            for line, target in _imports(path, package):
+                if _package_of(target) in {"store", "db"}:
+                    found.append(f"{path.relative_to(package)}:{line} {target}")
+    return found
+
+
+def test_the_doors_reach_storage_only_through_services(tmp_path: Path) -> None:
+    assert door_imports_of_storage() == []
+    fake = tmp_path / "knowmind"
+    for door in ("api", "mcp"):
+        (fake / door).mkdir(parents=True)
+    (fake / "api" / "c.py").write_text("from knowmind.store.rows import MemoryRow\n")
+    (fake / "mcp" / "t.py").write_text("from knowmind.services.memories import MemoryRow\n")
+    assert door_imports_of_storage(fake) == ["api/c.py:1 knowmind.store.rows"]

@@ -11,9 +11,8 @@ from knowmind.recall.pipeline import RecalledMemory, RecallOutcome
 from knowmind.services.answer import AnswerResult
 from knowmind.services.documents import DocumentResult
 from knowmind.services.graph import InlineRelation
-from knowmind.services.memories import Remembered
+from knowmind.services.memories import MemoryRow, Remembered
 from knowmind.services.turns import ConversationResult
-from knowmind.store.rows import MemoryRow
 
 __all__ = [
     "PREVIEW_CHARS",

@@ -42,8 +42,7 @@ from knowmind.contract.limits import (
 )
 from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
-from knowmind.services.memories import MemoryDraft
-from knowmind.store.search import MemoryFilters
+from knowmind.services.memories import MemoryDraft, MemoryFilters
 
 __all__ = [
     "JobOut",

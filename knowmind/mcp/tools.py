@@ -23,11 +23,10 @@ from knowmind.services.auth import Principal
 from knowmind.services.documents import DocumentDraft, DocumentService
 from knowmind.services.graph import GraphService
 from knowmind.services.health import HealthService
-from knowmind.services.memories import MemoryDraft, MemoryService
+from knowmind.services.memories import MemoryDraft, MemoryFilters, MemoryService
 from knowmind.services.recall import RecallService
 from knowmind.services.turns import ConversationDraft, TurnDraft
 from knowmind.services.turns import remember_conversation as remember_turns
-from knowmind.store.search import MemoryFilters
 
 __all__ = ["TOOLS", "Tool", "ToolServices", "listed_tools"]
 

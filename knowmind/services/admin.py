@@ -14,7 +14,7 @@ from knowmind.store import tokens as token_store
 from knowmind.store.rows import TenantRow, TokenRow
 from knowmind.store.stats import analyze_recall_tables
 
-__all__ = ["AdminService", "IssuedToken", "find_tenant"]
+__all__ = ["AdminService", "IssuedToken", "TenantRow", "find_tenant"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from knowmind.db.engine import Database
 from knowmind.services.auth import Principal
 from knowmind.store.audit import AuditEntry, AuditRow, append_entry, list_entries
 
-__all__ = ["AuditService", "actor_of", "record"]
+__all__ = ["AuditRow", "AuditService", "actor_of", "record"]
 
 log = structlog.get_logger(__name__)
 

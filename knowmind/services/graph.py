@@ -24,7 +24,7 @@ from knowmind.store import memories as memory_store
 from knowmind.store import ontology as ontology_store
 from knowmind.store.entities import EntityRow, NewEntity
 
-__all__ = ["GraphService", "InlineRelation", "PredicateDraft"]
+__all__ = ["EntityRow", "GraphService", "InlineRelation", "PredicateDraft"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

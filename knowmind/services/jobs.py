@@ -15,7 +15,7 @@ from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
 from knowmind.store.jobs import JobRow
 
-__all__ = ["JobService"]
+__all__ = ["JobRow", "JobService"]
 
 
 class JobService:

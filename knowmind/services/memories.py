@@ -27,6 +27,8 @@ from knowmind.store.search import MemoryFilters, utc_instant
 __all__ = [
     "MEMORY_TYPES",
     "MemoryDraft",
+    "MemoryFilters",
+    "MemoryRow",
     "MemoryService",
     "Remembered",
     "check_draft",

@@ -22,15 +22,13 @@ from knowmind.api.schemas import (
     scope_id,
     scope_parameter,
 )
-from knowmind.services.admin import AdminService, IssuedToken
-from knowmind.services.audit import AuditService
+from knowmind.services.admin import AdminService, IssuedToken, TenantRow
+from knowmind.services.audit import AuditRow, AuditService
 from knowmind.services.auth import SERVER_ADMIN, Principal
 from knowmind.services.erasure import ErasureService
+from knowmind.services.memories import MemoryFilters
 from knowmind.services.tenant_archive import TenantArchiveService
 from knowmind.settings import Settings
-from knowmind.store.audit import AuditRow
-from knowmind.store.rows import TenantRow
-from knowmind.store.search import MemoryFilters
 
 __all__ = ["AdminController", "token_out"]
 

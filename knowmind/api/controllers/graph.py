@@ -24,8 +24,7 @@ from knowmind.api.graph_schemas import (
     UnlinkOut,
 )
 from knowmind.services.auth import Principal
-from knowmind.services.graph import GraphService, PredicateDraft
-from knowmind.store.entities import EntityRow
+from knowmind.services.graph import EntityRow, GraphService, PredicateDraft
 
 __all__ = ["EntityController", "RelationController", "SchemaController"]
 

@@ -10,8 +10,7 @@ from litestar.params import FromPath
 
 from knowmind.api.schemas import JobOut
 from knowmind.services.auth import Principal
-from knowmind.services.jobs import JobService
-from knowmind.store.jobs import JobRow
+from knowmind.services.jobs import JobRow, JobService
 
 __all__ = ["JobController", "job_out"]
 

@@ -28,9 +28,7 @@ from knowmind.services.auth import Principal
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.jobs import JobService
-from knowmind.services.memories import MemoryService
-from knowmind.store.rows import MemoryRow
-from knowmind.store.search import MemoryFilters
+from knowmind.services.memories import MemoryFilters, MemoryRow, MemoryService
 
 __all__ = ["MemoryController"]
 
