@@ -179,6 +179,18 @@ async def test_get_list_and_delete(client, tenant, db):
     assert [m["id"] for m in page2.json()["items"]] == [ids[0]]
     assert page2.json()["next_cursor"] is None
 
+    async def listed(**params) -> list[str]:
+        page = await client.get("/v1/memories", params=params, headers=tenant.read)
+        assert page.status_code == 200, page.text
+        return [m["id"] for m in page.json()["items"]]
+
+    assert await listed(memory_type="procedural") == [ids[1]]
+    assert await listed(source="erp") == [ids[2]]
+    assert await listed(tag=["people", "siemens"]) == [ids[0]]
+    assert await listed(tag=["people", "ops"]) == []  # every tag, not any
+    assert await listed(memory_type="semantic", source="runbook") == []
+    assert await listed(speaker="nobody") == []
+
     chunks_before = await count_rows(db, "chunks", tenant.id)
     deleted = await client.delete(f"/v1/memories/{ids[1]}", headers=tenant.write)
     assert deleted.status_code == 204

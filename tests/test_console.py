@@ -360,20 +360,20 @@ def test_memories_search_filters_pages_history_edit_and_erase(tenant):
         assert driver.find_element(By.ID, "memory-table").text == second
         _click(driver, "#page-prev")
         wait_for(driver, "#page-note", "Page 1")
-        # Filters: type and speaker on the page, the conversation on the server, sorting.
+        # Filters (the server's: the conversation, the speaker, the type), sorting.
         _type(driver, "#f-session", SESSION)
         Select(driver.find_element(By.ID, "f-sort")).select_by_value("occurred_asc")
         _click(driver, "#filter-form button[type=submit]")
-        wait_for(driver, "#page-note", "3 shown of 3")
+        wait_for(driver, "#page-note", "Page 1 · 3")
         rows = driver.find_elements(By.CSS_SELECTOR, "#memory-table tbody tr")
         assert [r.find_element(By.CSS_SELECTOR, "td:nth-child(6)").text for r in rows] == [
             "Anna",
             "Ben",
             "Anna",
         ]
-        _type(driver, "#f-speaker", "ben")
+        _type(driver, "#f-speaker", "Ben")
         _click(driver, "#filter-form button[type=submit]")
-        wait_for(driver, "#page-note", "1 shown of 3")
+        wait_for(driver, "#page-note", "Page 1 · 1")
         _click(driver, "#f-reset")
         Select(driver.find_element(By.ID, "f-type")).select_by_visible_text("procedural")
         _click(driver, "#filter-form button[type=submit]")

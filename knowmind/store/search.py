@@ -22,6 +22,19 @@ __all__ = [
 ]
 
 
+#: Filters that keep the memories whose column equals the value.
+_EQUAL_COLUMNS = (
+    "memory_type",
+    "source",
+    "domain",
+    "document_id",
+    "speaker",
+    "user_id",
+    "agent_id",
+    "session_id",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryFilters:
     """What a recall may return. Time: by default only memories valid now; ``as_of`` gives
@@ -42,6 +55,7 @@ class MemoryFilters:
     session_id: str | None = None
     occurred_after: datetime | None = None
     occurred_before: datetime | None = None
+    speaker: str | None = None  # who said it (lists; exact)
 
     def __post_init__(self) -> None:
         for name in ("as_of", "known_at", "occurred_after", "occurred_before"):
@@ -67,23 +81,19 @@ class MemoryFilters:
                 "AND (m.superseded_at IS NULL OR m.superseded_at > :f_known_at)"
             )
             params["f_known_at"] = self.known_at
-        for column in ("memory_type", "source", "domain", "document_id"):
-            value = getattr(self, column)
-            if value is not None:
-                clauses.append(f"m.{column} = :f_{column}")
-                params[f"f_{column}"] = value
-        if self.tags:
-            clauses.append("m.tags @> CAST(:f_tags AS text[])")
-            params["f_tags"] = self.tags
         scope, scope_params = self.scope_sql()
         return "".join(f" AND {c}" for c in clauses) + scope, params | scope_params
 
     def scope_sql(self) -> tuple[str, dict[str, Any]]:
-        """AND-clauses of the scopes and the event time alone (lists and exports, which show
-        every memory, current or not), on the memories alias ``m``."""
+        """AND-clauses of what a memory is (type, source, tags, speaker), its scopes and its
+        event time, without the validity ones (lists and exports show every memory, current
+        or not), on the memories alias ``m``."""
         clauses: list[str] = []
         params: dict[str, Any] = {}
-        for column in ("user_id", "agent_id", "session_id"):
+        if self.tags:
+            clauses.append("m.tags @> CAST(:f_tags AS text[])")
+            params["f_tags"] = self.tags
+        for column in _EQUAL_COLUMNS:
             value = getattr(self, column)
             if value is not None:
                 clauses.append(f"m.{column} = :f_{column}")

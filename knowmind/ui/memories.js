@@ -23,11 +23,15 @@ function writeFilters() {
   for (const f of FIELDS) $(`f-${f}`).value = state.filters[f] || (f === "sort" ? "created_desc" : "");
 }
 
-/** The filters the server applies (scopes, event time); the rest is applied to the page. */
+/** The list's filters, every one applied by the server (sorting orders the page shown). */
 function serverQuery(cursor) {
   const f = state.filters;
   const query = new URLSearchParams({ limit: String(PAGE) });
   if (cursor) query.set("cursor", cursor);
+  if (f.type) query.set("memory_type", f.type);
+  if (f.tag) query.set("tag", f.tag);
+  if (f.source) query.set("source", f.source);
+  if (f.speaker) query.set("speaker", f.speaker);
   if (f.user) query.set("user_id", f.user);
   if (f.session) query.set("session_id", f.session);
   if (f.from) query.set("occurred_after", `${f.from}T00:00:00Z`);
@@ -46,15 +50,6 @@ function recallFilters() {
   if (f.from) out.occurred_after = `${f.from}T00:00:00Z`;
   if (f.to) out.occurred_before = `${f.to}T23:59:59.999Z`;
   return out;
-}
-
-function matches(memory) {
-  const f = state.filters;
-  const lower = (s) => (s || "").toLocaleLowerCase();
-  return (!f.type || memory.memory_type === f.type)
-    && (!f.tag || memory.tags.some((x) => lower(x) === lower(f.tag)))
-    && (!f.source || lower(memory.source).includes(lower(f.source)))
-    && (!f.speaker || lower(memory.speaker).includes(lower(f.speaker)));
 }
 
 const SORTS = {
@@ -82,8 +77,8 @@ async function loadPage() {
   if (page.next_cursor) state.cursors[state.page + 1] = page.next_cursor;
   else state.cursors.length = state.page + 1;
   remember();
-  const shown = page.items.filter(matches).sort(SORTS[state.filters.sort || "created_desc"]);
-  renderList(shown, `${t("page")} ${state.page + 1} · ${shown.length} ${t("shown_of")} ${page.items.length}`);
+  const shown = [...page.items].sort(SORTS[state.filters.sort || "created_desc"]);
+  renderList(shown, `${t("page")} ${state.page + 1} · ${shown.length}`);
 }
 
 async function search() {
@@ -92,7 +87,7 @@ async function search() {
   const outcome = await api("/v1/recall", { method: "POST", body });
   const seen = new Set();
   const hits = outcome.results.filter((h) => !seen.has(h.memory_id) && seen.add(h.memory_id))
-    .filter((h) => !state.filters.speaker || (h.speaker || "").toLocaleLowerCase().includes(state.filters.speaker.toLocaleLowerCase()));
+    .filter((h) => !state.filters.speaker || h.speaker === state.filters.speaker);
   const words = queryWords(q);
   const rows = hits.map((h) => [
     titleButton(h.memory_id, h.title || snippet(h.content, 60)),

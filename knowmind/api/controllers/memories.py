@@ -105,12 +105,30 @@ class MemoryController(Controller):
         occurred_before: Annotated[
             str | None, instant_parameter("event time before this instant (RFC 3339)")
         ] = None,
+        memory_type: Annotated[
+            str | None, QueryParameter(description="of this type", max_length=40)
+        ] = None,
+        tag: Annotated[
+            list[str] | None,
+            QueryParameter(description="carrying this tag (repeat it: every one)", max_items=10),
+        ] = None,
+        source: Annotated[
+            str | None, QueryParameter(description="from this source", max_length=500)
+        ] = None,
+        speaker: Annotated[
+            str | None, QueryParameter(description="said by this speaker", max_length=300)
+        ] = None,
     ) -> MemoryList:
         """List memories.
 
-        Newest stored first; the filters keep the memories of one user, agent or session,
+        Newest stored first; the filters (all optional, each narrowing the list) keep the
+        memories of one type, source, speaker or set of tags, of one user, agent or session,
         or of an event-time window (ISO 8601, UTC when no offset)."""
         filters = MemoryFilters(
+            memory_type=memory_type,
+            tags=list(tag or ()),
+            source=source,
+            speaker=speaker,
             user_id=user_id,
             agent_id=agent_id,
             session_id=session_id,
