@@ -19,6 +19,7 @@ from knowmind.contract.limits import (
     Name,
     PredicateName,
 )
+from knowmind.contract.records import EntityFields
 
 __all__ = [
     "EntityHit",
@@ -42,15 +43,7 @@ class EntityIn(StrictBody):
     aliases: Aliases = msgspec.field(default_factory=list)
 
 
-class EntityOut(Struct):
-    id: UUID
-    name: str
-    entity_class: str
-    description: str | None
-    aliases: list[str]
-    origin: str
-    confidence: float
-    created_at: datetime
+class EntityOut(EntityFields, frozen=True):
     created: bool | None = None
 
 

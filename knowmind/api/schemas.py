@@ -40,6 +40,7 @@ from knowmind.contract.limits import (
     reject_nul,
     require_visible,
 )
+from knowmind.contract.records import MemoryText
 from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft, MemoryFilters
@@ -240,15 +241,8 @@ class RememberOut(Struct):
     job: JobRef | None = None
 
 
-class MemoryOut(Struct):
+class MemoryOut(MemoryText, frozen=True):
     id: UUID
-    title: str | None
-    content: str
-    memory_type: str
-    tags: list[str]
-    source: str | None
-    domain: str | None
-    metadata: dict[str, Any]
     created_at: datetime
     valid_from: datetime
     valid_to: datetime | None

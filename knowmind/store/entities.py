@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
-import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.records import EntityFields
 from knowmind.store.scalars import maybe_id
 from knowmind.store.sql import Conn, fetch
 
@@ -32,16 +31,8 @@ _COLUMNS = (
 )
 
 
-class EntityRow(msgspec.Struct, frozen=True):
-    id: UUID
-    name: str
-    entity_class: str
-    description: str | None
-    aliases: list[str]
-    origin: str
-    confidence: float
-    created_at: Any
-    score: float | None = None
+class EntityRow(EntityFields, frozen=True):
+    score: float | None = None  # a search's similarity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import msgspec
+
+from knowmind.contract.records import MemoryText
 
 __all__ = ["ChunkHit", "MemoryRow", "MemoryValues", "TenantRow", "TokenRow"]
 
@@ -28,16 +29,9 @@ class TokenRow(msgspec.Struct, frozen=True):
     user_id: str | None = None  # the end user it is bound to (None: the whole tenant)
 
 
-class MemoryValues(msgspec.Struct, frozen=True, kw_only=True):
-    """What a memory says, as written and as read back."""
+class MemoryValues(MemoryText, frozen=True, kw_only=True):
+    """What a memory says, as written and as read back, with its event and scopes."""
 
-    title: str | None
-    content: str
-    memory_type: str
-    tags: list[str]
-    source: str | None
-    domain: str | None
-    metadata: dict[str, Any]
     # when it happened or was said (None when written: the row's created_at), who said it and
     # in which role, and its scopes inside the tenant (None: shared)
     occurred_at: datetime | None = None

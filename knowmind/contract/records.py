@@ -1,0 +1,39 @@
+"""Field groups declared once per resource and inherited by its records: the REST record
+(``api/``) and the store's row (``store/``). The tenant archive keeps records of its own
+(``store/archive_records.py``): its format is versioned and must outlive a change of these. The
+SDK (``client/types.py``) keeps copies: it imports nothing of the server."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+__all__ = ["EntityFields", "MemoryText"]
+
+
+class MemoryText(msgspec.Struct, frozen=True, kw_only=True):
+    """What a memory says: as written, stored and shown."""
+
+    title: str | None
+    content: str
+    memory_type: str
+    tags: list[str]
+    source: str | None
+    domain: str | None
+    metadata: dict[str, Any]
+
+
+class EntityFields(msgspec.Struct, frozen=True):
+    """An entity of the graph: as stored and shown."""
+
+    id: UUID
+    name: str
+    entity_class: str
+    description: str | None
+    aliases: list[str]
+    origin: str  # how it came to be: "api", "gazetteer", "ner", "llm", …
+    confidence: float
+    created_at: datetime
