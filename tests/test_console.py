@@ -222,10 +222,6 @@ def seed(base: str, admin: str, name: str) -> str:
     }
     said = httpx.post(f"{base}/v1/memories/conversation", headers=auth, json=conversation)
     assert said.status_code == 201, said.text
-    hostile = httpx.post(
-        f"{base}/v1/memories", headers=auth, json={"title": HOSTILE, "content": HOSTILE}
-    )
-    assert hostile.status_code == 201
     return str(issued["token"])
 
 
@@ -320,9 +316,17 @@ def test_admin_signs_in_issues_a_token_and_hostile_content_stays_text(served, te
         _click(driver, "nav button[data-view=admin]")
         _click(driver, "#use-token")
         wait_for(driver, "#who", "tenant token")
-        _sign_in(driver, base, tenant["token"])  # the seeded tenant: its hostile memory
+        hostile = httpx.post(  # shown as text, never as markup; erased after (screenshots)
+            f"{base}/v1/memories",
+            headers=tenant["auth"],
+            json={"title": HOSTILE, "content": HOSTILE},
+        )
+        assert hostile.status_code == 201
+        _sign_in(driver, base, tenant["token"])
         _click(driver, "#memory-list button.link", "<img")
         assert wait_for(driver, "#memory-content", "onerror").text == HOSTILE
+        gone = httpx.delete(f"{base}/v1/memories/{hostile.json()['id']}", headers=tenant["auth"])
+        assert gone.status_code == 204
         assert driver.execute_script("return window.__pwned === undefined")
         assert not driver.find_elements(By.CSS_SELECTOR, "#memory-detail img, main script")
         Select(driver.find_element(By.ID, "lang")).select_by_value("de")
