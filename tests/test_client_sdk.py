@@ -452,3 +452,34 @@ async def test_the_async_client_covers_the_same_operations(server, admin_token):
         assert token.user_id is None and "read" in token.scopes
         assert (await km.erase_user("u-clara")).erased["memories"] == 2
         assert "memories" in await km.stats() and await km.capabilities()
+
+
+async def test_the_server_admin_exports_a_tenant(server):
+    """export_tenant (sync and async): the tenant's archive records, filtered by end user."""
+    import httpx
+
+    base, _ = server
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    made = httpx.post(f"{base}/v1/admin/tenants", json={"name": "sdk-export"}, headers=admin)
+    tenant_id = made.json()["id"]
+    issued = httpx.post(
+        f"{base}/v1/admin/tenants/{tenant_id}/tokens", json={"scopes": ["write"]}, headers=admin
+    ).json()["token"]
+    with Knowmind(base, issued) as km:
+        km.remember("Carla leitet das Lager in Kassel.", user_id="u-carla")
+        km.remember("Die Kantine öffnet um acht.")
+    with Knowmind(base, ADMIN_TOKEN) as km:
+        every = km.export_tenant(tenant_id)
+        carla = km.export_tenant(tenant_id, user_id="u-carla")
+    assert every[0]["type"] == "header" and every[-1]["type"] == "trailer"
+    contents = sorted(r["content"] for r in every if r["type"] == "memory")
+    assert contents == ["Carla leitet das Lager in Kassel.", "Die Kantine öffnet um acht."]
+    assert [r["content"] for r in carla if r["type"] == "memory"] == [contents[0]]
+    async with AsyncKnowmind(base, ADMIN_TOKEN) as km:
+        again = await km.export_tenant(tenant_id)  # the same records; the header's time moves
+    assert [r for r in again if r["type"] == "memory"] == [
+        r for r in every if r["type"] == "memory"
+    ]
+    with pytest.raises(KnowmindAPIError) as refused, Knowmind(base, issued) as km:
+        km.export_tenant(tenant_id)  # a tenant token is not the server admin
+    assert refused.value.status in (401, 403)

@@ -210,3 +210,11 @@ class AsyncKnowmind(AsyncTransport):
     async def erase_user(self, user_id: str) -> Receipt:
         """Erase one end user's memories and every trace of them (admin scope)."""
         return await self._run(calls.erase_user(user_id))
+
+    # -- the server admin -----------------------------------------------------------------------
+
+    async def export_tenant(self, tenant_id: Id, **filters: Any) -> list[dict[str, Any]]:
+        """A tenant's archive (server admin token): its records, the header first and the
+        trailer last (``knowmind tenant export`` writes a large one to a file); ``filters``:
+        user_id, agent_id, session_id, occurred_after, occurred_before."""
+        return await self._run(calls.export_tenant(tenant_id, filters))

@@ -253,3 +253,15 @@ def create_token(scopes: list[str], user_id: str | None) -> Call[Token]:
     return Call(
         "POST", "/v1/tokens", _typed(Token), json_body({"scopes": scopes, "user_id": user_id})
     )
+
+
+def export_tenant(tenant_id: UUID | str, filters: dict[str, Any]) -> Call[list[dict[str, Any]]]:
+    """``filters``: user_id, agent_id, session_id, occurred_after, occurred_before."""
+    params = {k: str(v) if isinstance(v, UUID) else v for k, v in filters.items() if v is not None}
+    params = {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in params.items()}
+    return Call("GET", f"/v1/admin/tenants/{tenant_id}/export", _json_lines, params=params)
+
+
+def _json_lines(content: bytes) -> list[dict[str, Any]]:
+    """A JSON Lines body, one object a line."""
+    return [_object(line) for line in content.splitlines() if line.strip()]
