@@ -12,24 +12,7 @@ from uuid import UUID
 
 import msgspec
 
-from knowmind.client.types import (
-    Answer,
-    BatchResult,
-    Document,
-    Entity,
-    EntityHit,
-    History,
-    Job,
-    Link,
-    Memory,
-    MemoryPage,
-    Recall,
-    Receipt,
-    Relation,
-    Remembered,
-    TenantSettings,
-    Token,
-)
+from knowmind.client import types as records
 
 __all__ = ["Call", "json_body"]
 
@@ -75,68 +58,77 @@ def _flag(value: bool) -> str:
 # -- memories -----------------------------------------------------------------------------------
 
 
-def remember(content: str, wait: bool, fields: dict[str, Any]) -> Call[Remembered]:
+def remember(content: str, wait: bool, fields: dict[str, Any]) -> Call[records.Remembered]:
     body = json_body({"content": content, **fields})
-    return Call("POST", "/v1/memories", _typed(Remembered), body, {"wait": _flag(wait)})
+    return Call("POST", "/v1/memories", _typed(records.Remembered), body, {"wait": _flag(wait)})
 
 
-def remember_many(items: list[dict[str, Any]]) -> Call[BatchResult]:
+def remember_many(items: list[dict[str, Any]]) -> Call[records.BatchResult]:
     return Call(
-        "POST", "/v1/memories/batch", _typed(BatchResult), {"items": [json_body(i) for i in items]}
+        "POST",
+        "/v1/memories/batch",
+        _typed(records.BatchResult),
+        {"items": [json_body(i) for i in items]},
     )
 
 
-def memory(memory_id: UUID | str) -> Call[Memory]:
-    return Call("GET", f"/v1/memories/{memory_id}", _typed(Memory))
+def memory(memory_id: UUID | str) -> Call[records.Memory]:
+    return Call("GET", f"/v1/memories/{memory_id}", _typed(records.Memory))
 
 
-def memory_page(page_size: int, cursor: str | None, filters: dict[str, Any]) -> Call[MemoryPage]:
+def memory_page(
+    page_size: int, cursor: str | None, filters: dict[str, Any]
+) -> Call[records.MemoryPage]:
     params = {"limit": page_size, "cursor": cursor, **filters}
-    return Call("GET", "/v1/memories", _typed(MemoryPage), params=json_body(params))
+    return Call("GET", "/v1/memories", _typed(records.MemoryPage), params=json_body(params))
 
 
-def history(memory_id: UUID | str) -> Call[History]:
-    return Call("GET", f"/v1/memories/{memory_id}/history", _typed(History))
+def history(memory_id: UUID | str) -> Call[records.History]:
+    return Call("GET", f"/v1/memories/{memory_id}/history", _typed(records.History))
 
 
 def supersede(
     memory_id: UUID | str, new_content: str, new_title: str | None, update_reason: str | None
-) -> Call[Remembered]:
+) -> Call[records.Remembered]:
     body = {"new_content": new_content, "new_title": new_title, "update_reason": update_reason}
-    return Call("POST", f"/v1/memories/{memory_id}/supersede", _typed(Remembered), json_body(body))
+    return Call(
+        "POST", f"/v1/memories/{memory_id}/supersede", _typed(records.Remembered), json_body(body)
+    )
 
 
 def delete_memory(memory_id: UUID | str) -> Call[None]:
     return Call("DELETE", f"/v1/memories/{memory_id}", _nothing)
 
 
-def erase_memory(memory_id: UUID | str) -> Call[Receipt]:
-    return Call("DELETE", f"/v1/memories/{memory_id}", _typed(Receipt), params={"erase": "true"})
+def erase_memory(memory_id: UUID | str) -> Call[records.Receipt]:
+    return Call(
+        "DELETE", f"/v1/memories/{memory_id}", _typed(records.Receipt), params={"erase": "true"}
+    )
 
 
-def erase_user(user_id: str) -> Call[Receipt]:
-    return Call("DELETE", f"/v1/users/{user_id}", _typed(Receipt))
+def erase_user(user_id: str) -> Call[records.Receipt]:
+    return Call("DELETE", f"/v1/users/{user_id}", _typed(records.Receipt))
 
 
 # -- recall and answers -------------------------------------------------------------------------
 
 
-def recall(query: str, k: int, min_score: float, options: dict[str, Any]) -> Call[Recall]:
+def recall(query: str, k: int, min_score: float, options: dict[str, Any]) -> Call[records.Recall]:
     body = json_body({"query": query, "k": k, "min_score": min_score, **options})
-    return Call("POST", "/v1/recall", _typed(Recall), body)
+    return Call("POST", "/v1/recall", _typed(records.Recall), body)
 
 
 def recall_at_time(
     query: str, as_of: datetime | str, k: int, options: dict[str, Any]
-) -> Call[Recall]:
+) -> Call[records.Recall]:
     """What was valid at ``as_of`` (relative times in the query read from it, unless
     ``reference_time`` says otherwise)."""
     return recall(query, k, 0.0, {**options, "as_of": as_of})
 
 
-def answer(question: str, stream: bool, options: dict[str, Any]) -> Call[Answer]:
+def answer(question: str, stream: bool, options: dict[str, Any]) -> Call[records.Answer]:
     body = json_body({"question": question, **options, "stream": stream or None})
-    return Call("POST", "/v1/answer", _typed(Answer), body)
+    return Call("POST", "/v1/answer", _typed(records.Answer), body)
 
 
 # -- documents and jobs -------------------------------------------------------------------------
@@ -144,55 +136,59 @@ def answer(question: str, stream: bool, options: dict[str, Any]) -> Call[Answer]
 
 def upload_document(
     content: str, title: str | None, wait: bool, fields: dict[str, Any]
-) -> Call[Document]:
+) -> Call[records.Document]:
     body = json_body({"content": content, "title": title, **fields})
-    return Call("POST", "/v1/documents", _typed(Document), body, {"wait": _flag(wait)})
+    return Call("POST", "/v1/documents", _typed(records.Document), body, {"wait": _flag(wait)})
 
 
 def delete_document(document_id: UUID | str) -> Call[None]:
     return Call("DELETE", f"/v1/documents/{document_id}", _nothing)
 
 
-def erase_document(document_id: UUID | str) -> Call[Receipt]:
-    return Call("DELETE", f"/v1/documents/{document_id}", _typed(Receipt), params={"erase": "true"})
+def erase_document(document_id: UUID | str) -> Call[records.Receipt]:
+    return Call(
+        "DELETE", f"/v1/documents/{document_id}", _typed(records.Receipt), params={"erase": "true"}
+    )
 
 
-def job(job_id: UUID | str) -> Call[Job]:
-    return Call("GET", f"/v1/jobs/{job_id}", _typed(Job))
+def job(job_id: UUID | str) -> Call[records.Job]:
+    return Call("GET", f"/v1/jobs/{job_id}", _typed(records.Job))
 
 
 # -- the graph ----------------------------------------------------------------------------------
 
 
-def upsert_entity(name: str, entity_class: str, fields: dict[str, Any]) -> Call[Entity]:
+def upsert_entity(name: str, entity_class: str, fields: dict[str, Any]) -> Call[records.Entity]:
     body = json_body({"name": name, "entity_class": entity_class, **fields})
-    return Call("POST", "/v1/entities", _typed(Entity), body)
+    return Call("POST", "/v1/entities", _typed(records.Entity), body)
 
 
-def entities(q: str, limit: int, entity_class: str | None) -> Call[list[EntityHit]]:
+def entities(q: str, limit: int, entity_class: str | None) -> Call[list[records.EntityHit]]:
     params = json_body({"q": q, "limit": limit, "entity_class": entity_class})
     return Call("GET", "/v1/entities", _entity_hits, params=params)
 
 
 class _EntitySearch(msgspec.Struct):
-    results: list[EntityHit]
+    results: list[records.EntityHit]
 
 
-def _entity_hits(content: bytes) -> list[EntityHit]:
+def _entity_hits(content: bytes) -> list[records.EntityHit]:
     return msgspec.json.decode(content, type=_EntitySearch).results
 
 
-def entity(entity_id: UUID | str) -> Call[Entity]:
-    return Call("GET", f"/v1/entities/{entity_id}", _typed(Entity))
+def entity(entity_id: UUID | str) -> Call[records.Entity]:
+    return Call("GET", f"/v1/entities/{entity_id}", _typed(records.Entity))
 
 
 def _link_body(from_id: UUID | str, to_id: UUID | str, rel_type: str) -> dict[str, Any]:
     return json_body({"from_id": from_id, "to_id": to_id, "rel_type": rel_type})
 
 
-def link(from_id: UUID | str, to_id: UUID | str, rel_type: str, confidence: float) -> Call[Link]:
+def link(
+    from_id: UUID | str, to_id: UUID | str, rel_type: str, confidence: float
+) -> Call[records.Link]:
     body = _link_body(from_id, to_id, rel_type) | {"confidence": confidence}
-    return Call("POST", "/v1/relations", _typed(Link), body)
+    return Call("POST", "/v1/relations", _typed(records.Link), body)
 
 
 def unlink(from_id: UUID | str, to_id: UUID | str, rel_type: str) -> Call[int]:
@@ -205,16 +201,16 @@ def _removed(content: bytes) -> int:
     return int(_object(content)["removed"])
 
 
-def relations(node_id: UUID | str, closed: bool) -> Call[list[Relation]]:
+def relations(node_id: UUID | str, closed: bool) -> Call[list[records.Relation]]:
     path = f"/v1/nodes/{node_id}/relations"
     return Call("GET", path, _relations, params={"closed": _flag(closed)})
 
 
 class _Relations(msgspec.Struct):
-    relations: list[Relation]
+    relations: list[records.Relation]
 
 
-def _relations(content: bytes) -> list[Relation]:
+def _relations(content: bytes) -> list[records.Relation]:
     return msgspec.json.decode(content, type=_Relations).relations
 
 
@@ -240,18 +236,23 @@ def capabilities() -> Call[dict[str, Any]]:
     return Call("GET", "/v1/capabilities", _object)
 
 
-def settings() -> Call[TenantSettings]:
-    return Call("GET", "/v1/settings", _typed(TenantSettings))
+def settings() -> Call[records.TenantSettings]:
+    return Call("GET", "/v1/settings", _typed(records.TenantSettings))
 
 
-def change_settings(changes: dict[str, Any]) -> Call[TenantSettings]:
+def change_settings(changes: dict[str, Any]) -> Call[records.TenantSettings]:
     """``changes``: the settings to change; ``None`` resets one to the server's default."""
-    return Call("PATCH", "/v1/settings", _typed(TenantSettings), msgspec.to_builtins(changes))
-
-
-def create_token(scopes: list[str], user_id: str | None) -> Call[Token]:
     return Call(
-        "POST", "/v1/tokens", _typed(Token), json_body({"scopes": scopes, "user_id": user_id})
+        "PATCH", "/v1/settings", _typed(records.TenantSettings), msgspec.to_builtins(changes)
+    )
+
+
+def create_token(scopes: list[str], user_id: str | None) -> Call[records.Token]:
+    return Call(
+        "POST",
+        "/v1/tokens",
+        _typed(records.Token),
+        json_body({"scopes": scopes, "user_id": user_id}),
     )
 
 
