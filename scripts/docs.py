@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PEERS = ("txtai-bb25", "lancedb-hybrid")
 HEADLINE_SYSTEMS = ("knowmind", "vector", "fulltext")
 SHA = re.compile(r"(?:\s(?:at|commit))?\s*\b[0-9a-f]{40}\b")
+#: A path of the measuring machine in a command line (--out /tmp/x → --out OUT).
+MACHINE_PATHS = re.compile(r"(--out|--data-dir) (?:/|\.\./)[^\s`]*")
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -65,6 +67,9 @@ def _demote(lines: list[str]) -> list[str]:
 def _clean(text: str, plots: dict[str, str]) -> str:
     """A report as the docs keep it: no commit hash, the plots under docs/benchmark/."""
     text = SHA.sub("", text)
+    text = MACHINE_PATHS.sub(
+        lambda m: f"{m.group(1)} {m.group(1)[2:].replace('-', '_').upper()}", text
+    )
     for name, target in plots.items():
         text = text.replace(f"]({name})", f"]({target})")
     return text
