@@ -40,28 +40,33 @@ from knowmind.contract.limits import (
     reject_nul,
     require_visible,
 )
-from knowmind.contract.records import MemoryText
+from knowmind.contract.records import MemoryText, TenantFields
 from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft, MemoryFilters
 
 __all__ = [
+    "AgentIdQuery",
     "JobOut",
     "JobRef",
     "MemoryIn",
     "MemoryList",
     "MemoryOut",
+    "OccurredAfterQuery",
+    "OccurredBeforeQuery",
     "RecallFilters",
     "RecallHit",
     "RecallIn",
     "RecallOut",
     "RememberOut",
+    "SessionIdQuery",
     "SupersedeIn",
     "TenantIn",
     "TenantOut",
     "TokenIn",
     "TokenOut",
     "UserIdPath",
+    "UserIdQuery",
 ]
 
 Scope = Literal["read", "write", "admin"]
@@ -111,6 +116,18 @@ def instant_parameter(description: str) -> Any:
     return QueryParameter(description=description, max_length=40, pattern=INSTANT_PATTERN)
 
 
+#: The query parameters of a list or export narrowed to one scope or an event-time window.
+UserIdQuery = Annotated[str | None, scope_parameter("of this end user")]
+AgentIdQuery = Annotated[str | None, scope_parameter("of this agent")]
+SessionIdQuery = Annotated[str | None, scope_parameter("of this session")]
+OccurredAfterQuery = Annotated[
+    str | None, instant_parameter("event time at or after this instant (RFC 3339)")
+]
+OccurredBeforeQuery = Annotated[
+    str | None, instant_parameter("event time before this instant (RFC 3339)")
+]
+
+
 def query_instant(value: str | None, field: str) -> datetime | None:
     """An instant from a query string, read by the rules of the JSON bodies' instants (422
     naming ``field`` when it is none, e.g. the 30th of February)."""
@@ -138,13 +155,8 @@ class TenantIn(StrictBody):
     language: Annotated[str, Meta(min_length=1, max_length=63, pattern=r"^[a-z_]+$")] | None = None
 
 
-class TenantOut(Struct):
-    id: UUID
-    name: str
-    language: str
-    embedding_model: str
-    embedding_dim: int
-    created_at: datetime
+class TenantOut(TenantFields, frozen=True):
+    """A tenant as the API shows it."""
 
 
 class TokenIn(StrictBody):

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import msgspec
 
-__all__ = ["EntityFields", "MemoryText"]
+__all__ = ["EntityFields", "MemoryText", "TenantFields"]
 
 
 class MemoryText(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,4 +36,15 @@ class EntityFields(msgspec.Struct, frozen=True):
     aliases: list[str]
     origin: str  # how it came to be: "api", "gazetteer", "ner", "llm", …
     confidence: float
+    created_at: datetime
+
+
+class TenantFields(msgspec.Struct, frozen=True):
+    """A tenant: as stored and shown."""
+
+    id: UUID
+    name: str
+    language: str  # its full-text configuration (german, english, simple, …)
+    embedding_model: str
+    embedding_dim: int
     created_at: datetime

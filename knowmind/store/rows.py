@@ -7,18 +7,13 @@ from uuid import UUID
 
 import msgspec
 
-from knowmind.contract.records import MemoryText
+from knowmind.contract.records import MemoryText, TenantFields
 
 __all__ = ["ChunkHit", "MemoryRow", "MemoryValues", "TenantRow", "TokenRow"]
 
 
-class TenantRow(msgspec.Struct, frozen=True):
-    id: UUID
-    name: str
-    language: str
-    embedding_model: str
-    embedding_dim: int
-    created_at: datetime
+class TenantRow(TenantFields, frozen=True):
+    """A tenant as the store reads it."""
 
 
 class TokenRow(msgspec.Struct, frozen=True):

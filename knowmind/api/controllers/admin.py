@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -12,15 +13,18 @@ from litestar.response import Stream
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.schemas import (
+    AgentIdQuery,
+    OccurredAfterQuery,
+    OccurredBeforeQuery,
+    SessionIdQuery,
     TenantIn,
     TenantOut,
     TokenIn,
     TokenOut,
     UserIdPath,
-    instant_parameter,
+    UserIdQuery,
     query_instant,
     scope_id,
-    scope_parameter,
 )
 from knowmind.services.admin import AdminService, IssuedToken, TenantRow
 from knowmind.services.audit import AuditRow, AuditService
@@ -49,14 +53,7 @@ def token_out(issued: IssuedToken) -> TokenOut:
 
 
 def _tenant_out(row: TenantRow) -> TenantOut:
-    return TenantOut(
-        id=row.id,
-        name=row.name,
-        language=row.language,
-        embedding_model=row.embedding_model,
-        embedding_dim=row.embedding_dim,
-        created_at=row.created_at,
-    )
+    return TenantOut(*msgspec.structs.astuple(row))
 
 
 class AdminController(Controller):
@@ -121,15 +118,11 @@ class AdminController(Controller):
         tenant_id: FromPath[UUID],
         tenant_archive: NamedDependency[TenantArchiveService],
         principal: Who,
-        user_id: Annotated[str | None, scope_parameter("of this end user")] = None,
-        agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
-        session_id: Annotated[str | None, scope_parameter("of this session")] = None,
-        occurred_after: Annotated[
-            str | None, instant_parameter("event time at or after this instant (RFC 3339)")
-        ] = None,
-        occurred_before: Annotated[
-            str | None, instant_parameter("event time before this instant (RFC 3339)")
-        ] = None,
+        user_id: UserIdQuery = None,
+        agent_id: AgentIdQuery = None,
+        session_id: SessionIdQuery = None,
+        occurred_after: OccurredAfterQuery = None,
+        occurred_before: OccurredBeforeQuery = None,
     ) -> Stream:
         """Export a tenant as JSON Lines.
 

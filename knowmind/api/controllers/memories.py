@@ -13,16 +13,19 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CON
 from knowmind.api.history_schemas import MemoryHistoryOut, history_out
 from knowmind.api.outputs import memory_fields, remembered
 from knowmind.api.schemas import (
+    AgentIdQuery,
     JobRef,
     MemoryIn,
     MemoryList,
     MemoryOut,
+    OccurredAfterQuery,
+    OccurredBeforeQuery,
     RememberOut,
+    SessionIdQuery,
     SupersedeIn,
-    instant_parameter,
+    UserIdQuery,
     memory_draft,
     query_instant,
-    scope_parameter,
 )
 from knowmind.services.auth import Principal
 from knowmind.services.erasure import ErasureService
@@ -96,15 +99,11 @@ class MemoryController(Controller):
         principal: NamedDependency[Principal],
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 20,
         cursor: Annotated[str | None, QueryParameter(max_length=200)] = None,
-        user_id: Annotated[str | None, scope_parameter("of this end user")] = None,
-        agent_id: Annotated[str | None, scope_parameter("of this agent")] = None,
-        session_id: Annotated[str | None, scope_parameter("of this session")] = None,
-        occurred_after: Annotated[
-            str | None, instant_parameter("event time at or after this instant (RFC 3339)")
-        ] = None,
-        occurred_before: Annotated[
-            str | None, instant_parameter("event time before this instant (RFC 3339)")
-        ] = None,
+        user_id: UserIdQuery = None,
+        agent_id: AgentIdQuery = None,
+        session_id: SessionIdQuery = None,
+        occurred_after: OccurredAfterQuery = None,
+        occurred_before: OccurredBeforeQuery = None,
         memory_type: Annotated[
             str | None, QueryParameter(description="of this type", max_length=40)
         ] = None,
