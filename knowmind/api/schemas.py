@@ -212,17 +212,11 @@ class MemoryIn(StrictBody):
     agent_id: Annotated[ScopeId, Meta(description="the agent it belongs to")] | None = None
     session_id: Annotated[ScopeId, Meta(description="the session it belongs to")] | None = None
 
-    def __post_init__(self) -> None:
-        require_visible(self.content, "content")
-
 
 class SupersedeIn(StrictBody):
     new_content: FilledContent
     new_title: NonEmptyTitle | None = None
     update_reason: Reason | None = None
-
-    def __post_init__(self) -> None:
-        require_visible(self.new_content, "new_content")
 
 
 class JobRef(Struct):

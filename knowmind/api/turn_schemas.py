@@ -22,7 +22,6 @@ from knowmind.contract.limits import (
     Speaker,
     TurnOffset,
     reject_nul,
-    require_visible,
 )
 from knowmind.errors import InvalidInputError
 from knowmind.services.batch import ItemError
@@ -103,11 +102,9 @@ class ConversationOut(Struct):
 
 
 def conversation_draft(data: ConversationIn) -> ConversationDraft:
-    """A validated body as the service's draft; a message without a visible character, or NUL
-    in the metadata, is a 422 naming it."""
+    """A validated body as the service's draft (NUL in the metadata is a 422 naming it; the
+    service checks each message's content)."""
     reject_nul(data.metadata, "metadata")
-    for index, message in enumerate(data.messages):
-        require_visible(message.content, f"messages[{index}].content")
     return ConversationDraft(
         messages=tuple(
             TurnDraft(
