@@ -117,25 +117,17 @@ async def test_a_memory_its_chunks_and_its_job_are_written_together(db, tenant, 
 
     from sqlalchemy import text
 
-    from knowmind.store.memories import MemoryToInsert, NewMemory, insert_memory
+    from knowmind.store.memories import Draft, MemoryToInsert, insert_memory
 
     tenant_id = uuid.UUID(tenant.id)
     vectors = np.random.default_rng(7).standard_normal((3, embedder.dim)).astype(np.float32)
     contents = ["Erster Abschnitt über Kassel.", "Zweiter über Bonn.", "Dritter über Ulm."]
-    memory = NewMemory(
-        title="Städte",
-        content=" ".join(contents),
-        memory_type="semantic",
-        tags=[],
-        source=None,
-        domain=None,
-        metadata={},
-        sha256=hashlib.sha256(" ".join(contents).encode()).digest(),
-    )
+    memory = Draft(title="Städte", content=" ".join(contents))
+    sha = hashlib.sha256(" ".join(contents).encode()).digest()
 
     async def write():
         async with db.tenant_tx(tenant_id, write=True) as conn:
-            item = MemoryToInsert(memory, "german", contents, vectors, kinds=[None, "fact"])
+            item = MemoryToInsert(memory, sha, "german", contents, vectors, kinds=[None, "fact"])
             return await insert_memory(conn, tenant_id, item, job_kind="extract_mentions")
 
     stored = await write()

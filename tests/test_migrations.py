@@ -146,19 +146,9 @@ async def _bare_tenant(conn, name: str, dim: int):
 
 def _one_chunk_memory(content: str, language: str, vector, sha256: bytes):
     """A memory of one chunk (``content``) with its embedding, as ``insert_memories`` takes it."""
-    from knowmind.store.memories import MemoryToInsert, NewMemory
+    from knowmind.store.memories import Draft, MemoryToInsert
 
-    draft = NewMemory(
-        title=None,
-        content=content,
-        memory_type="semantic",
-        tags=[],
-        source=None,
-        domain=None,
-        metadata={},
-        sha256=sha256,
-    )
-    return MemoryToInsert(draft, language, [content], vector[None, :])
+    return MemoryToInsert(Draft(content=content), sha256, language, [content], vector[None, :])
 
 
 async def _store_and_search_halfvec(url: str) -> tuple[list, list, str]:

@@ -24,7 +24,6 @@ from knowmind.services.memories import (
     MemoryDraft,
     MemoryService,
     memory_key,
-    memory_values,
     scoped_draft,
 )
 from knowmind.services.recipe import insert_memories, insert_memory
@@ -261,7 +260,8 @@ def _row(service: MemoryService, who: Principal, p: _Pending) -> memory_store.Me
     assert p.embeddings is not None
     language = service.language_of(who.language, p.draft.content)
     return memory_store.MemoryToInsert(
-        memory_values(p.draft, p.sha),
+        p.draft,
+        p.sha,
         language,
         p.contents,
         p.embeddings,
@@ -279,6 +279,7 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
                 conn,
                 tenant,
                 row.memory,
+                row.sha256,
                 language=row.language,
                 contents=row.contents,
                 embeddings=row.embeddings,

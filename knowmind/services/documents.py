@@ -213,7 +213,8 @@ class DocumentService(MemoryWriter):
             stored = await insert_memory(
                 conn,
                 tenant,
-                _document_memory(draft, title, sha, document_id),
+                _document_memory(draft, title),
+                sha,
                 language=self.language_of(who.language, draft.content),
                 contents=chunks.contents,
                 embeddings=chunks.embeddings,
@@ -221,6 +222,7 @@ class DocumentService(MemoryWriter):
                 graph=self.graph,
                 relations=draft.relations,
                 who=who,
+                document_id=document_id,
             )
             assert stored is not None  # document memories are not deduplicated by sha
             tree_job, tree_note = await self._tree(conn, who, document_id, draft, existing)
@@ -440,18 +442,8 @@ def _title_from(content: str) -> str:
     return "Untitled"
 
 
-def _document_memory(
-    draft: DocumentDraft, title: str, sha: bytes, document_id: UUID
-) -> memory_store.NewMemory:
+def _document_memory(draft: DocumentDraft, title: str) -> memory_store.Draft:
     """The memory that holds a document's text (its chunks are the document's)."""
-    return memory_store.NewMemory(
-        title=title,
-        content=draft.content,
-        memory_type=DOCUMENT_MEMORY_TYPE,
-        tags=[],
-        source=draft.source,
-        domain=None,
-        metadata={},
-        sha256=sha,
-        document_id=document_id,
+    return memory_store.Draft(
+        title=title, content=draft.content, memory_type=DOCUMENT_MEMORY_TYPE, source=draft.source
     )

@@ -7,7 +7,6 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import msgspec
@@ -40,23 +39,11 @@ MEMORY_TYPES = ("semantic", "episodic", "procedural", "reference")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryDraft:
-    content: str
-    title: str | None = None
-    memory_type: str = "semantic"
-    tags: tuple[str, ...] = ()
-    source: str | None = None
-    domain: str | None = None
-    metadata: dict[str, Any] | None = None
+class MemoryDraft(memory_store.Draft):
+    """A memory to write (the store's ``Draft``, which the store inserts as it is) and the
+    relations given with it."""
+
     relations: tuple[InlineRelation, ...] = ()
-    # when it happened or was said (None: when it is stored), who said it, in which role
-    occurred_at: datetime | None = None
-    speaker: str | None = None
-    role: str | None = None
-    # scopes inside the tenant (None: shared); a user-bound token's writes get its user
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +101,12 @@ class MemoryService(MemoryWriter):
             self.ingest.chunk_overlap_chars,
             owner=str(tenant),
         )
-        values = memory_values(draft, sha)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             stored = await insert_memory(
                 conn,
                 tenant,
-                values,
+                draft,
+                sha,
                 language=self.language_of(who.language, draft.content),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
@@ -182,14 +169,17 @@ class MemoryService(MemoryWriter):
         )
         async with self.db.tenant_tx(tenant, write=True) as conn:
             old = await _close_for_superseding(conn, who, tenant, target_id)
+            successor = _successor(old, new_title, new_content)
             stored = await insert_memory(
                 conn,
                 tenant,
-                _successor(old, new_title, new_content),
+                successor,
+                memory_key(successor),
                 language=self.language_of(who.language, new_content),
                 contents=prepared.contents,
                 embeddings=prepared.embeddings,
                 graph=self.graph,
+                document_id=old.document_id,
             )
             if stored is None:
                 raise ConflictError("a current memory with exactly this content exists")
@@ -259,26 +249,6 @@ def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidInputError("cursor", "is not a cursor returned by this API") from exc
 
 
-def memory_values(draft: MemoryDraft, sha: bytes) -> memory_store.NewMemory:
-    """The memory row a draft becomes (tags deduplicated in order)."""
-    return memory_store.NewMemory(
-        title=draft.title,
-        content=draft.content,
-        memory_type=draft.memory_type,
-        tags=list(dict.fromkeys(draft.tags)),
-        source=draft.source,
-        domain=draft.domain,
-        metadata=draft.metadata or {},
-        sha256=sha,
-        occurred_at=draft.occurred_at,
-        speaker=draft.speaker,
-        speaker_role=draft.role,
-        user_id=draft.user_id,
-        agent_id=draft.agent_id,
-        session_id=draft.session_id,
-    )
-
-
 async def _close_for_superseding(
     conn: AsyncConnection, who: Principal, tenant: UUID, target_id: UUID
 ) -> MemoryRow:
@@ -294,22 +264,17 @@ async def _close_for_superseding(
     raise ConflictError(f"memory {target_id} was already superseded")
 
 
-def _successor(old: MemoryRow, title: str | None, content: str) -> memory_store.NewMemory:
-    """The new version: the old one's type, tags, source and scopes (not its speaker: it is
-    said now)."""
-    scopes = MemoryDraft(
-        content=content, user_id=old.user_id, agent_id=old.agent_id, session_id=old.session_id
-    )
-    return memory_store.NewMemory(
+def _successor(old: MemoryRow, title: str | None, content: str) -> MemoryDraft:
+    """The new version: the old one's type, tags, source and scopes (not its speaker nor its
+    event time: it is said now)."""
+    return MemoryDraft(
         title=title,
         content=content,
         memory_type=old.memory_type,
-        tags=old.tags,
+        tags=tuple(old.tags),
         source=old.source,
         domain=old.domain,
         metadata=old.metadata,
-        sha256=memory_key(scopes),
-        document_id=old.document_id,
         user_id=old.user_id,
         agent_id=old.agent_id,
         session_id=old.session_id,

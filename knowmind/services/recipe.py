@@ -51,7 +51,8 @@ class MemoryWriter:
 async def insert_memory(
     conn: AsyncConnection,
     tenant: UUID,
-    memory: memory_store.NewMemory,
+    memory: memory_store.Draft,
+    sha256: bytes,
     *,
     language: str,
     contents: Sequence[str],
@@ -60,14 +61,23 @@ async def insert_memory(
     relations: Sequence[InlineRelation] = (),
     kinds: Sequence[str | None] = (),
     who: Principal | None = None,
+    document_id: UUID | None = None,
 ) -> memory_store.InsertedMemory | None:
-    """None when a current memory with the same content exists (nothing was written).
-    ``who``: the writer, named in the audit entry of a fact its relations replace.
+    """The draft under its key ``sha256``; None when a current memory with the same key exists
+    (nothing was written). ``who``: the writer, named in the audit entry of a fact its
+    relations replace; ``document_id``: the document whose text the memory holds.
 
     The caller wakes the job worker once its transaction has committed.
     """
     item = memory_store.MemoryToInsert(
-        memory, language, contents, embeddings, kinds, content_language(memory.content)
+        memory,
+        sha256,
+        language,
+        contents,
+        embeddings,
+        kinds,
+        content_language(memory.content),
+        document_id=document_id,
     )
     inserted = await memory_store.insert_memory(conn, tenant, item, job_kind=EXTRACT_JOB)
     if inserted is not None and relations:

@@ -49,7 +49,7 @@ from knowmind.ingest.turns import Said, turn_context, turn_passage
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.memories import MemoryDraft, MemoryService, memory_values, scoped_draft
+from knowmind.services.memories import MemoryDraft, MemoryService, scoped_draft
 from knowmind.services.recipe import insert_memories
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
@@ -369,7 +369,8 @@ async def _store(
         assert t.embeddings is not None
         rows.append(
             memory_store.MemoryToInsert(
-                memory_values(t.draft, t.key),
+                t.draft,
+                t.key,
                 index_language,
                 t.contents,
                 t.embeddings,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -13,14 +13,14 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.store.rows import MemoryRow, MemoryValues
+from knowmind.store.rows import MemoryRow
 from knowmind.store.scalars import maybe_id
 from knowmind.store.search import MemoryFilters
 
 __all__ = [
+    "Draft",
     "InsertedMemory",
     "MemoryToInsert",
-    "NewMemory",
     "chunk_counts",
     "chunk_texts",
     "delete_memory",
@@ -40,11 +40,30 @@ _MEMORY_COLUMNS = (
 )
 
 
-class NewMemory(MemoryValues, frozen=True, kw_only=True):
-    """Values of a memory about to be inserted."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Draft:
+    """A memory as it is written, from the doors through the services to this insert (the
+    services' ``MemoryDraft`` adds the relations given with it). Tags are stored once each, in
+    order; no metadata is stored as ``{}``; ``role`` is the speaker's (``speaker_role``)."""
 
-    sha256: bytes
-    document_id: UUID | None = None
+    content: str
+    title: str | None = None
+    memory_type: str = "semantic"
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    domain: str | None = None
+    metadata: dict[str, Any] | None = None
+    # when it happened or was said (None: when it is stored), who said it, in which role
+    occurred_at: datetime | None = None
+    speaker: str | None = None
+    role: str | None = None
+    # scopes inside the tenant (None: shared); a user-bound token's writes get its user
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+_DRAFT_FIELDS = tuple(f.name for f in fields(Draft))
 
 
 async def find_by_sha(conn: AsyncConnection, tenant_id: UUID, sha256: bytes) -> UUID | None:
@@ -140,19 +159,23 @@ class InsertedMemory:
 
 @dataclass(frozen=True, slots=True)
 class MemoryToInsert:
-    """A memory with its chunks (``contents`` and their ``embeddings``, one row each, and
-    optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``), indexed in the
-    text-search configuration ``language``; ``content_language``: the language the content is
-    written in (a configuration name; None when unsure); ``contexts``: each chunk's context
-    (indexed with it; a conversation turn's earlier turns), where not given the title."""
+    """A memory (``sha256``: its key, ``memories.content_sha256``; ``document_id``: the
+    document whose text it holds) with its chunks (``contents`` and their ``embeddings``, one
+    row each, and optional statement ``kinds``, see ``contract.limits.STATEMENT_KINDS``),
+    indexed in the text-search configuration ``language``; ``content_language``: the language
+    the content is written in (a configuration name; None when unsure); ``contexts``: each
+    chunk's context (indexed with it; a conversation turn's earlier turns), where not given the
+    title."""
 
-    memory: NewMemory
+    memory: Draft
+    sha256: bytes
     language: str
     contents: Sequence[str]
     embeddings: np.ndarray
     kinds: Sequence[str | None] = ()
     content_language: str | None = None
     contexts: Sequence[str | None] = ()
+    document_id: UUID | None = None
 
 
 async def insert_memory(
@@ -170,7 +193,7 @@ async def insert_memories(
     must differ (a repeat would get the first one's row)."""
     if not items:
         return []
-    if len({item.memory.sha256 for item in items}) != len(items):
+    if len({item.sha256 for item in items}) != len(items):
         raise ValueError("memories inserted together must have distinct contents")
     rows = await conn.execute(
         _INSERT_MEMORIES, {"tenant": tenant_id, "job_kind": job_kind, **_statement_values(items)}
@@ -191,12 +214,7 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
     for n, item in enumerate(items):
         if len(item.embeddings) != len(item.contents):
             raise ValueError(f"{len(item.contents)} chunks but {len(item.embeddings)} embeddings")
-        memory = msgspec.structs.asdict(item.memory)
-        memory["sha256"] = item.memory.sha256.hex()
-        memory["document_id"] = str(item.memory.document_id) if item.memory.document_id else None
-        rows.append(
-            {"n": n, "language": item.language, "content_language": item.content_language} | memory
-        )
+        rows.append({"n": n} | _memory_values(item))
         count = len(item.contents)
         chunk_of += [n] * count
         ordinals += range(count)
@@ -214,6 +232,21 @@ def _statement_values(items: Sequence[MemoryToInsert]) -> dict[str, Any]:
         "contexts": contexts,
         "vectors": flat.ravel().tolist(),
         "dim": flat.shape[1],
+    }
+
+
+def _memory_values(item: MemoryToInsert) -> dict[str, Any]:
+    """The item's memory row, as ``_INSERT_MEMORIES`` reads it from ``:items``."""
+    draft = item.memory
+    values = {name: getattr(draft, name) for name in _DRAFT_FIELDS}
+    values["tags"] = list(dict.fromkeys(draft.tags))
+    values["metadata"] = draft.metadata or {}
+    values["speaker_role"] = values.pop("role")
+    return values | {
+        "sha256": item.sha256.hex(),
+        "document_id": str(item.document_id) if item.document_id else None,
+        "language": item.language,
+        "content_language": item.content_language,
     }
 
 

@@ -9,7 +9,7 @@ import msgspec
 
 from knowmind.contract.records import MemoryText, TenantFields
 
-__all__ = ["ChunkHit", "MemoryRow", "MemoryValues", "TenantRow", "TokenRow"]
+__all__ = ["ChunkHit", "MemoryRow", "TenantRow", "TokenRow"]
 
 
 class TenantRow(TenantFields, frozen=True):
@@ -24,8 +24,8 @@ class TokenRow(msgspec.Struct, frozen=True):
     user_id: str | None = None  # the end user it is bound to (None: the whole tenant)
 
 
-class MemoryValues(MemoryText, frozen=True, kw_only=True):
-    """What a memory says, as written and as read back, with its event and scopes."""
+class MemoryRow(MemoryText, frozen=True, kw_only=True):
+    """A memory as the store reads it back (it is written as a ``store.memories.Draft``)."""
 
     # when it happened or was said (None when written: the row's created_at), who said it and
     # in which role, and its scopes inside the tenant (None: shared)
@@ -35,9 +35,6 @@ class MemoryValues(MemoryText, frozen=True, kw_only=True):
     user_id: str | None = None
     agent_id: str | None = None
     session_id: str | None = None
-
-
-class MemoryRow(MemoryValues, frozen=True, kw_only=True):
     id: UUID
     created_at: datetime
     valid_from: datetime
