@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-from uuid import UUID
+from typing import Annotated
 
-from msgspec import Meta, Struct
+from msgspec import Meta
 
 from knowmind.answer.methods import METHOD_NAMES, method_pattern
 from knowmind.api.schemas import RecallFilters
@@ -19,7 +18,7 @@ from knowmind.contract.limits import (
     require_visible,
 )
 
-__all__ = ["AnswerIn", "AnswerOut"]
+__all__ = ["AnswerIn"]
 
 
 # Checked by the service (a 422 that lists the methods); the pattern documents the same.
@@ -51,42 +50,3 @@ class AnswerIn(StrictBody):
 
     def __post_init__(self) -> None:
         require_visible(self.question, "question")
-
-
-class Citation(Struct):
-    marker: int
-    memory_id: UUID
-    chunk_id: UUID
-    title: str | None
-
-
-class AnswerPassage(Struct):
-    marker: int
-    memory_id: UUID
-    chunk_id: UUID
-    title: str | None
-    content: str
-    score: float
-    stages: list[str]
-    summary_level: Annotated[
-        int | None,
-        Meta(description="raptor: a summary node of this level (chunk_id is the node's id)"),
-    ] = None
-
-
-class AnswerOut(Struct):
-    answer: str | None
-    supported: bool
-    citations: list[Citation]
-    passages: list[AnswerPassage]
-    method: str
-    method_details: dict[str, Any]
-    degraded: bool
-    degraded_reasons: list[str]
-    timings_ms: dict[str, float]
-    tokens: dict[str, int]
-    model: str | None
-    conversation_id: Annotated[
-        str | None,
-        Meta(description="the request's conversation_id (a UUID in its canonical form)"),
-    ] = None

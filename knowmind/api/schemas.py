@@ -47,7 +47,6 @@ from knowmind.services.memories import MemoryDraft, MemoryFilters
 
 __all__ = [
     "AgentIdQuery",
-    "JobOut",
     "JobRef",
     "MemoryIn",
     "MemoryList",
@@ -55,9 +54,7 @@ __all__ = [
     "OccurredAfterQuery",
     "OccurredBeforeQuery",
     "RecallFilters",
-    "RecallHit",
     "RecallIn",
-    "RecallOut",
     "RememberOut",
     "SessionIdQuery",
     "SupersedeIn",
@@ -226,19 +223,6 @@ class JobRef(Struct):
     last_error: str | None = None
 
 
-class JobOut(Struct):
-    id: UUID
-    kind: str
-    status: str
-    attempts: int
-    last_error: str | None
-    result: dict[str, Any] | None
-    created_at: datetime
-    finished_at: datetime | None
-    # a job that runs in steps (a large document): how far it has come, e.g. chunks embedded
-    progress: dict[str, Any] | None = None
-
-
 class RememberOut(Struct):
     id: UUID
     status: Literal["created", "unchanged"]
@@ -346,45 +330,6 @@ class RecallIn(StrictBody):
 
     def __post_init__(self) -> None:
         require_visible(self.query, "query")
-
-
-class RecallHit(Struct):
-    memory_id: UUID
-    chunk_id: UUID
-    title: str | None
-    content: str
-    source: str | None
-    memory_type: str
-    created_at: datetime
-    score: Annotated[
-        float,
-        Meta(description="the probability (0–1) that this memory answers the question"),
-    ]
-    stages: dict[str, int | None]
-    rerank_score: float | None = None
-    fused: Annotated[
-        float, Meta(description="the fused (RRF) score as a share of the best possible")
-    ] = 0.0
-    explanation: Annotated[
-        dict[str, Any] | None,
-        Meta(description="with explain: the ranker's raw score and the features it read"),
-    ] = None
-    kind: Annotated[
-        Literal["preference", "fact", "update"] | None,
-        Meta(description="the chunk is a statement of this kind (tagged by knowmind's client)"),
-    ] = None
-    occurred_at: Annotated[datetime, _moment("when it happened or was said")] | None = None
-    speaker: str | None = None
-    role: str | None = None
-
-
-class RecallOut(Struct):
-    results: list[RecallHit]
-    timings_ms: dict[str, float]
-    degraded: bool
-    degraded_reasons: list[str]
-    ranker: str = "learned"
-    explain: dict[str, Any] | None = None
 
 
 def memory_draft(data: MemoryIn) -> MemoryDraft:

@@ -1,5 +1,8 @@
 """What the server answers, as typed objects (unknown fields are ignored: a newer server may add
-some without breaking an older client)."""
+some without breaking an older client). The records the REST API answers with are shared with
+it (``knowmind.contract.responses``, msgspec only): ``Hit``, ``Recall``, ``Job``, ``Answer``,
+``Citation`` and ``Passage`` are the server's ``RecallHit``, ``RecallOut``, ``JobOut``,
+``AnswerOut``, ``Citation`` and ``AnswerPassage``."""
 
 from __future__ import annotations
 
@@ -8,6 +11,13 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+
+from knowmind.contract.responses import AnswerOut as Answer
+from knowmind.contract.responses import AnswerPassage as Passage
+from knowmind.contract.responses import Citation
+from knowmind.contract.responses import JobOut as Job
+from knowmind.contract.responses import RecallHit as Hit
+from knowmind.contract.responses import RecallOut as Recall
 
 __all__ = [
     "Answer",
@@ -58,33 +68,6 @@ class Remembered(msgspec.Struct):
     status: str  # "created" | "unchanged"
     chunks: int
     job_id: UUID | None = None
-
-
-class Hit(msgspec.Struct):
-    memory_id: UUID
-    chunk_id: UUID
-    title: str | None
-    content: str
-    source: str | None
-    memory_type: str
-    created_at: datetime
-    score: float  # the probability (0–1) that this memory answers the question
-    stages: dict[str, int | None] = msgspec.field(default_factory=dict)
-    rerank_score: float | None = None
-    fused: float = 0.0
-    explanation: dict[str, Any] | None = None
-    occurred_at: datetime | None = None  # when it happened or was said
-    speaker: str | None = None
-    role: str | None = None
-
-
-class Recall(msgspec.Struct):
-    results: list[Hit]
-    timings_ms: dict[str, float]
-    degraded: bool
-    degraded_reasons: list[str]
-    ranker: str = "learned"
-    explain: dict[str, Any] | None = None
 
 
 class Memory(msgspec.Struct):
@@ -166,17 +149,6 @@ class Document(msgspec.Struct):
     job_id: UUID | None = None
     embedded_by: str = "server"
     embedding_note: str | None = None
-
-
-class Job(msgspec.Struct):
-    id: UUID
-    kind: str
-    status: str  # "pending" | "running" | "done" | "failed"
-    attempts: int = 0
-    result: dict[str, Any] | None = None
-    last_error: str | None = None
-    created_at: datetime | None = None
-    finished_at: datetime | None = None
 
 
 class Receipt(msgspec.Struct):
@@ -272,41 +244,6 @@ class Relation(msgspec.Struct):
     edge_id: UUID | None = None  # None: a mention
     valid_from: datetime | None = None
     valid_to: datetime | None = None
-
-
-class Citation(msgspec.Struct):
-    marker: int
-    memory_id: UUID
-    chunk_id: UUID
-    title: str | None
-
-
-class Passage(msgspec.Struct):
-    marker: int
-    memory_id: UUID
-    chunk_id: UUID
-    title: str | None
-    content: str
-    score: float
-    stages: list[str]
-    summary_level: int | None = None
-
-
-class Answer(msgspec.Struct):
-    """``answer``: the text with its citation markers ([1], …), or None with the reasons."""
-
-    answer: str | None
-    supported: bool
-    citations: list[Citation]
-    passages: list[Passage]
-    method: str
-    method_details: dict[str, Any]
-    degraded: bool
-    degraded_reasons: list[str]
-    timings_ms: dict[str, float]
-    tokens: dict[str, int]
-    model: str | None
-    conversation_id: str | None = None
 
 
 class AnswerEvent(msgspec.Struct):

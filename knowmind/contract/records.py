@@ -1,7 +1,7 @@
 """Field groups declared once per resource and inherited by its records: the REST record
 (``api/``) and the store's row (``store/``). The tenant archive keeps records of its own
-(``store/archive_records.py``): its format is versioned and must outlive a change of these. The
-SDK (``client/types.py``) keeps copies: it imports nothing of the server."""
+(``store/archive_records.py``): its format is versioned and must outlive a change of these.
+Whole records the REST API answers with, and the SDK decodes, are in ``contract/responses.py``."""
 
 from __future__ import annotations
 

@@ -13,9 +13,10 @@ from litestar.response import ServerSentEvent
 from litestar.response.sse import ServerSentEventMessage
 from litestar.status_codes import HTTP_200_OK
 
-from knowmind.api.answer_schemas import AnswerIn, AnswerOut
+from knowmind.api.answer_schemas import AnswerIn
 from knowmind.api.outputs import answer_result
 from knowmind.api.schemas import RecallFilters, memory_filters
+from knowmind.contract.responses import AnswerOut
 from knowmind.services.answer import AnswerRequest, AnswerService
 from knowmind.services.auth import Principal
 

@@ -8,7 +8,7 @@ from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 
-from knowmind.api.schemas import JobOut
+from knowmind.contract.responses import JobOut
 from knowmind.services.auth import Principal
 from knowmind.services.jobs import JobRow, JobService
 

@@ -8,7 +8,8 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from knowmind.api.outputs import recall_result
-from knowmind.api.schemas import RecallHit, RecallIn, RecallOut, memory_filters
+from knowmind.api.schemas import RecallIn, memory_filters
+from knowmind.contract.responses import RecallHit, RecallOut
 from knowmind.recall.base import RecallRequest
 from knowmind.services.auth import Principal
 from knowmind.services.recall import RecallService
