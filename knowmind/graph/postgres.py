@@ -30,7 +30,7 @@ __all__ = [
     "FactChange",
     "Node",
     "draw",
-    "link",
+    "draw_supersedes",
     "refresh_derived",
     "remove_node_edges",
     "resolve_nodes",
@@ -80,22 +80,6 @@ class Drawn:
     changes: tuple[FactChange, ...] = ()  # single-valued facts this edge (or its twin) closed
 
 
-async def link(
-    conn: AsyncConnection,
-    tenant_id: UUID,
-    ontology: Ontology,
-    source: Node,
-    target: Node,
-    predicate: Predicate,
-    confidence: float = 1.0,
-    properties: dict[str, Any] | None = None,
-) -> tuple[UUID, UUID | None]:
-    """Draw ``source -predicate-> target`` and its inverse (or symmetric twin); idempotent.
-    Returns (edge id, twin edge id)."""
-    drawn = await draw(conn, tenant_id, ontology, source, target, predicate, confidence, properties)
-    return drawn.edge_id, drawn.twin_id
-
-
 async def draw(
     conn: AsyncConnection,
     tenant_id: UUID,
@@ -107,7 +91,8 @@ async def draw(
     properties: dict[str, Any] | None = None,
     valid_from: datetime | None = None,
 ) -> Drawn:
-    """``link``, and the single-valued facts it closed. ``valid_from``: since when the fact
+    """Draw ``source -predicate-> target`` and its inverse (or symmetric twin); idempotent.
+    Returns the edge ids and the single-valued facts it closed. ``valid_from``: since when the fact
     holds (its stating memory's ``valid_from``; now if None): of two objects the one that began
     later is current, whichever was drawn first."""
     same_node = source.id == target.id
@@ -143,6 +128,20 @@ async def draw(
             changes += await _settle(conn, tenant_id, subject.id, forward.name, drawn_id)
     await refresh_derived(conn, tenant_id, ontology, [predicate.name, predicate.twin or ""])
     return Drawn(edge_id, twin_id, tuple(changes))
+
+
+async def draw_supersedes(
+    conn: AsyncConnection,
+    tenant_id: UUID,
+    ontology: Ontology,
+    new_memory: UUID,
+    old_memory: UUID,
+    properties: dict[str, Any] | None,
+) -> None:
+    """Draw ``new_memory -SUPERSEDES-> old_memory`` (a new version, or a fact update)."""
+    new, old = Node(new_memory, "memory", None), Node(old_memory, "memory", None)
+    supersedes = ontology.predicate("SUPERSEDES")
+    await draw(conn, tenant_id, ontology, new, old, supersedes, properties=properties)
 
 
 async def _settle(

@@ -97,15 +97,8 @@ async def _apply(
         old_name = names.get(older.object_id, (str(older.object_id), ""))[0]
         new_name = names.get(newer.object_id, (str(newer.object_id), ""))[0]
         reason = f"automatic: {change.predicate} changed from {old_name} to {new_name}"
-        await graph.link(
-            conn,
-            tenant,
-            ontology,
-            graph.Node(new_memory, "memory", None),
-            graph.Node(old_memory, "memory", None),
-            ontology.predicate("SUPERSEDES"),
-            properties={"reason": reason, "automatic": True},
-        )
+        properties = {"reason": reason, "automatic": True}
+        await graph.draw_supersedes(conn, tenant, ontology, new_memory, old_memory, properties)
         superseded = True
         if not await fact_store.states_current_fact(conn, tenant, old_memory):
             closed = await fact_store.close_memory(conn, tenant, old_memory, change.at)

@@ -195,15 +195,8 @@ class GraphService:
         reason: str | None,
     ) -> None:
         ontology = await self.ontology(conn, tenant)
-        await graph.link(
-            conn,
-            tenant,
-            ontology,
-            graph.Node(new_id, "memory", None),
-            graph.Node(old_id, "memory", None),
-            ontology.predicate("SUPERSEDES"),
-            properties={"reason": reason} if reason else None,
-        )
+        properties = {"reason": reason} if reason else None
+        await graph.draw_supersedes(conn, tenant, ontology, new_id, old_id, properties)
 
     # -- inline relations of a memory (inside the memory's transaction) --------------------
 
