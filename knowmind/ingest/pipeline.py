@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate, pairwise
 
 import numpy as np
 
@@ -10,7 +12,13 @@ from knowmind.ingest.chunker import chunk_text
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.models.language import language_detector
 
-__all__ = ["PreparedChunks", "content_language", "index_language", "prepare_chunks"]
+__all__ = [
+    "PreparedChunks",
+    "content_language",
+    "embed_each",
+    "index_language",
+    "prepare_chunks",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,16 @@ async def prepare_chunks(
     texts = [passage_text(title, c) for c in contents]
     embeddings = await embedder.embed_passages(texts, owner)
     return PreparedChunks(contents=contents, embeddings=embeddings)
+
+
+async def embed_each(
+    embedder: EmbeddingExecutor, passages: Sequence[Sequence[str]], owner: str
+) -> list[np.ndarray]:
+    """Several items' passages embedded in one call (the executor batches them, taking turns
+    with other owners), the vectors split back per item."""
+    vectors = await embedder.embed_passages([text for item in passages for text in item], owner)
+    bounds = accumulate((len(item) for item in passages), initial=0)
+    return [vectors[start:end] for start, end in pairwise(bounds)]
 
 
 def index_language(tenant_language: str, content: str, detect: bool) -> str:

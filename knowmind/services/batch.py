@@ -17,15 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text, pack_in_groups
-from knowmind.ingest.pipeline import content_language, passage_text
+from knowmind.ingest.pipeline import content_language, embed_each, passage_text
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.memories import (
-    MemoryDraft,
-    MemoryService,
-    memory_key,
-    scoped_draft,
-)
+from knowmind.services.memories import MemoryDraft, MemoryService, memory_key, scoped_draft
 from knowmind.services.recipe import insert_memories, insert_memory
 from knowmind.store import memories as memory_store
 
@@ -193,12 +188,9 @@ def _groups(service: MemoryService, items: list[_Pending]) -> list[list[_Pending
 async def _embed(service: MemoryService, owner: str, items: list[_Pending]) -> None:
     """Embed the items' chunks in one call (the executor batches them, taking turns with
     other tenants)."""
-    texts = [passage_text(p.draft.title, c) for p in items for c in p.contents]
-    vectors = await service.embedder.embed_passages(texts, owner)
-    offset = 0
-    for p in items:
-        p.embeddings = vectors[offset : offset + len(p.contents)]
-        offset += len(p.contents)
+    passages = [[passage_text(p.draft.title, c) for c in p.contents] for p in items]
+    for p, vectors in zip(items, await embed_each(service.embedder, passages, owner), strict=True):
+        p.embeddings = vectors
 
 
 async def _store_group(

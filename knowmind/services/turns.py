@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.contract.limits import MAX_MESSAGES, require_visible
 from knowmind.errors import InvalidInputError
 from knowmind.ingest.chunker import chunk_text, pack_in_groups
-from knowmind.ingest.pipeline import LANGUAGE_SAMPLE_CHARS, content_language
+from knowmind.ingest.pipeline import LANGUAGE_SAMPLE_CHARS, content_language, embed_each
 from knowmind.ingest.turns import Said, turn_context, turn_passage
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
@@ -319,12 +319,11 @@ def _groups(turns: Sequence[_Turn]) -> list[list[_Turn]]:
 
 
 async def _embed(service: MemoryService, owner: str, group: list[_Turn]) -> None:
-    texts = [turn_passage(x, c) for t in group for c, x in zip(t.contents, t.contexts, strict=True)]
-    vectors = await service.embedder.embed_passages(texts, owner)
-    offset = 0
-    for t in group:
-        t.embeddings = vectors[offset : offset + len(t.contents)]
-        offset += len(t.contents)
+    passages = [
+        [turn_passage(x, c) for c, x in zip(t.contents, t.contexts, strict=True)] for t in group
+    ]
+    for t, vectors in zip(group, await embed_each(service.embedder, passages, owner), strict=True):
+        t.embeddings = vectors
 
 
 async def _embed_and_store(
