@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -13,19 +12,16 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.contract.limits import require_visible
-from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.markdown import chunk_markdown
 from knowmind.ingest.pipeline import passage_text
 from knowmind.linking.names import normalise_name
 from knowmind.models.aliases import canonical_model
-from knowmind.models.executor import EmbeddingExecutor
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import content_sha256
 from knowmind.services.recipe import MemoryWriter, insert_memory
-from knowmind.settings import IngestSettings
 from knowmind.store import documents as document_store
 from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
@@ -98,20 +94,10 @@ def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
     }
 
 
+@dataclass(eq=False)
 class DocumentService(MemoryWriter):
-    def __init__(
-        self,
-        db: Database,
-        embedder: EmbeddingExecutor,
-        ingest: IngestSettings,
-        graph: GraphService,
-        on_job_enqueued: Callable[[], None] = lambda: None,
-        *,
-        tree_unavailable: str | None = "no language model",
-    ) -> None:
-        """``tree_unavailable``: why this server cannot build summary trees (None: it can)."""
-        super().__init__(db, embedder, ingest, graph, on_job_enqueued)
-        self.tree_unavailable = tree_unavailable
+    #: why this server cannot build summary trees (None: it can)
+    tree_unavailable: str | None = dataclasses.field(default="no language model", kw_only=True)
 
     async def upload(
         self,

@@ -5,6 +5,7 @@ all write through ``insert_memory`` (a batch through ``insert_memories``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
@@ -23,25 +24,20 @@ from knowmind.store import memories as memory_store
 __all__ = ["MemoryWriter", "insert_memories", "insert_memory"]
 
 
+@dataclass(eq=False)
 class MemoryWriter:
     """What a service that writes memories needs (the memory and the document services)."""
 
-    def __init__(
-        self,
-        db: Database,
-        embedder: EmbeddingExecutor,
-        ingest: IngestSettings,
-        graph: GraphService,
-        on_job_enqueued: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.db = db
-        self.embedder = embedder
-        self.ingest = ingest
-        self.graph = graph
-        self.on_job_enqueued = on_job_enqueued
-        self.quota = JobQuota.of(ingest)  # on the tenant's queued background work
+    db: Database
+    embedder: EmbeddingExecutor
+    ingest: IngestSettings
+    graph: GraphService
+    on_job_enqueued: Callable[[], None] = lambda: None
+
+    def __post_init__(self) -> None:
+        self.quota = JobQuota.of(self.ingest)  # on the tenant's queued background work
         # index each memory in its detected language rather than the tenant's (BM25 stage)
-        self._detect_language = ingest.bm25_memory_language == "on"
+        self._detect_language = self.ingest.bm25_memory_language == "on"
 
     def language_of(self, tenant_language: str, content: str) -> str:
         """The text-search configuration this memory's chunks are indexed with."""
