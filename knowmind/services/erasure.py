@@ -21,6 +21,7 @@ from knowmind.graph.postgres import refresh_derived
 from knowmind.services.audit import record
 from knowmind.services.auth import Principal, refuse_unless_owner, tenant_of
 from knowmind.services.graph import GraphService
+from knowmind.services.lookup import memory_or_404
 from knowmind.store import erasure as erasure_store
 from knowmind.store import memories as memory_store
 from knowmind.store.documents import delete_document, find_document
@@ -55,9 +56,7 @@ class ErasureService:
     async def erase_memory(self, who: Principal, memory_id: UUID) -> Receipt:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
-            found = await memory_store.get_memory(conn, tenant, memory_id)
-            if found is None:
-                raise NotFoundError(f"memory {memory_id} not found")
+            found = await memory_or_404(conn, tenant, memory_id)
             refuse_unless_owner(who, found.user_id, "a memory")
             receipt, jobs = await self._erase(conn, tenant, [memory_id], [])
             receipt = await _audited(conn, who, "memory.erase", tenant, [memory_id], receipt)

@@ -17,10 +17,10 @@ from knowmind.linking.names import normalise_name
 from knowmind.services import facts
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.facts import Decision, MemoryHistory
+from knowmind.services.lookup import memory_or_404
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
 from knowmind.store import facts as fact_store
-from knowmind.store import memories as memory_store
 from knowmind.store import ontology as ontology_store
 from knowmind.store.entities import EntityRow, NewEntity
 
@@ -180,9 +180,7 @@ class GraphService:
         """The memory's supersessions and automatic fact updates (``services.facts``)."""
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
-            row = await memory_store.get_memory(conn, tenant, memory_id)
-            if row is None:
-                raise NotFoundError(f"memory {memory_id} not found")
+            row = await memory_or_404(conn, tenant, memory_id)
             valid = (row.valid_from, row.valid_to)
             return await facts.memory_history(conn, tenant, memory_id, valid)
 

@@ -18,6 +18,7 @@ from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.pipeline import prepare_chunks
 from knowmind.services.auth import Principal, refuse_unless_owner, tenant_of
 from knowmind.services.graph import InlineRelation
+from knowmind.services.lookup import memory_or_404
 from knowmind.services.recipe import MemoryWriter, insert_memory
 from knowmind.store import memories as memory_store
 from knowmind.store.rows import MemoryRow
@@ -191,10 +192,7 @@ class MemoryService(MemoryWriter):
     async def get(self, who: Principal, memory_id: UUID) -> MemoryRow:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
-            row = await memory_store.get_memory(conn, tenant, memory_id)
-        if row is None:
-            raise NotFoundError(f"memory {memory_id} not found")
-        return row
+            return await memory_or_404(conn, tenant, memory_id)
 
     async def list_recent(
         self,
@@ -215,9 +213,7 @@ class MemoryService(MemoryWriter):
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
             if who.user_id is not None:  # a shared memory: refused before its edges go
-                found = await memory_store.get_memory(conn, tenant, memory_id)
-                if found is None:
-                    raise NotFoundError(f"memory {memory_id} not found")
+                found = await memory_or_404(conn, tenant, memory_id)
                 refuse_unless_owner(who, found.user_id, "a memory")
             ontology = await self.graph.ontology(conn, tenant)
             await remove_node_edges(conn, tenant, ontology, memory_id)
@@ -257,9 +253,7 @@ async def _close_for_superseding(
     old = await memory_store.close_validity(conn, tenant, target_id)
     if old is not None:
         return old
-    found = await memory_store.get_memory(conn, tenant, target_id)
-    if found is None:
-        raise NotFoundError(f"memory {target_id} not found")
+    found = await memory_or_404(conn, tenant, target_id)
     refuse_unless_owner(who, found.user_id, "a memory")
     raise ConflictError(f"memory {target_id} was already superseded")
 
