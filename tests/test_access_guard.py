@@ -20,7 +20,7 @@ from litestar.testing import transport as litestar_transport
 
 from knowmind.app import create_app
 from knowmind.services.access import TrustedProxies
-from knowmind.services.limits import Lockout
+from knowmind.services.limits import Lockout, LockoutPolicy
 from knowmind.settings import Settings, SettingsError
 from tests.conftest import ADMIN_HEADERS, count_rows, make_tenant
 
@@ -51,7 +51,7 @@ def garbage(i: int) -> dict[str, str]:
 
 def test_the_lockout_counts_per_address_and_per_prefix():
     clock = FakeClock()
-    lockout = Lockout(threshold=3, window_s=60, lockout_s=30, clock=clock)
+    lockout = Lockout(LockoutPolicy(threshold=3, window_s=60, lockout_s=30, clock=clock))
     # invalid tokens without a prefix: the address only; the 4th is answered 429
     assert [lockout.failed("a", None) for _ in range(4)][:3] == [0, 0, 0]
     assert lockout.addresses.locked_for("a") == pytest.approx(30)
@@ -67,12 +67,12 @@ def test_the_lockout_counts_per_address_and_per_prefix():
     assert lockout.before_lookup("c", "t1") > 0
     clock.now += 31
     assert lockout.before_lookup("b", "t1") == 0  # the tenant's lock lapsed
-    assert Lockout(threshold=0).failed("a", "t") == 0  # 0: never
+    assert Lockout(LockoutPolicy(threshold=0)).failed("a", "t") == 0  # 0: never
 
 
 def test_a_pair_is_refused_early_only_within_the_window():
     clock = FakeClock()
-    lockout = Lockout(threshold=2, window_s=60, lockout_s=300, clock=clock)
+    lockout = Lockout(LockoutPolicy(threshold=2, window_s=60, lockout_s=300, clock=clock))
     for _ in range(2):
         lockout.failed("b", "t1")
     assert lockout.before_lookup("b", "t1") == pytest.approx(60)

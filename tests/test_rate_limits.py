@@ -10,7 +10,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from knowmind.app import create_app
-from knowmind.services.limits import AuthFailures, TokenBuckets
+from knowmind.services.limits import AuthFailures, LockoutPolicy, TokenBuckets
 from tests.conftest import make_tenant
 
 
@@ -36,7 +36,8 @@ def test_a_bucket_allows_the_burst_then_the_rate():
 
 def test_invalid_tokens_lock_an_address_out_for_doubling_times():
     clock = FakeClock()
-    failures = AuthFailures(threshold=3, window_s=60, lockout_s=30, max_lockout_s=100, clock=clock)
+    policy = LockoutPolicy(threshold=3, window_s=60, lockout_s=30, max_lockout_s=100, clock=clock)
+    failures = AuthFailures(policy)
     for _ in range(2):
         failures.failed("10.0.0.1")
     assert failures.locked_for("10.0.0.1") == 0

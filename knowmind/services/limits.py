@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["AuthFailures", "Lockout", "RequestLimits", "TokenBuckets"]
+__all__ = ["AuthFailures", "Lockout", "LockoutPolicy", "RequestLimits", "TokenBuckets"]
 
 # entries kept per table (least recently seen dropped first): bounded memory under a flood
 MAX_KEYS = 100_000
@@ -56,20 +56,23 @@ class _Failures:
     locked_until: float = 0.0
 
 
-class AuthFailures:
-    """``threshold`` invalid tokens for one key (an address, a token prefix) within ``window_s``
-    lock it for ``lockout_s``, doubling with each further lockout up to ``max_lockout_s``."""
+@dataclass(frozen=True, slots=True)
+class LockoutPolicy:
+    """``threshold`` invalid tokens within ``window_s`` lock out for ``lockout_s``, doubling with
+    each further lockout up to ``max_lockout_s`` (a threshold of 0: never)."""
 
-    def __init__(
-        self,
-        threshold: int,
-        window_s: float = 60.0,
-        lockout_s: float = 30.0,
-        max_lockout_s: float = 900.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.threshold, self.window_s = threshold, window_s
-        self.lockout_s, self.max_lockout_s, self.clock = lockout_s, max_lockout_s, clock
+    threshold: int
+    window_s: float = 60.0
+    lockout_s: float = 30.0
+    max_lockout_s: float = 900.0
+    clock: Callable[[], float] = time.monotonic
+
+
+class AuthFailures:
+    """The ``policy`` applied to each key (an address, a token prefix) on its own."""
+
+    def __init__(self, policy: LockoutPolicy) -> None:
+        self.policy, self.clock = policy, policy.clock
         self._by_key: OrderedDict[str, _Failures] = OrderedDict()
 
     def locked_for(self, key: str) -> float:
@@ -78,17 +81,18 @@ class AuthFailures:
         return max(0.0, entry.locked_until - self.clock()) if entry else 0.0
 
     def failed(self, key: str) -> None:
-        if self.threshold <= 0:
+        policy = self.policy
+        if policy.threshold <= 0:
             return
         now = self.clock()
         entry = self._by_key.pop(key, None)
         if entry is None:
             entry = _Failures(0, now)
-        elif now - entry.first_at > self.window_s:  # a new window; a lock in force stays
+        elif now - entry.first_at > policy.window_s:  # a new window; a lock in force stays
             entry = _Failures(0, now, entry.strikes, entry.locked_until)
         entry.count += 1
-        if entry.count >= self.threshold:
-            lockout = min(self.max_lockout_s, self.lockout_s * 2**entry.strikes)
+        if entry.count >= policy.threshold:
+            lockout = min(policy.max_lockout_s, policy.lockout_s * 2**entry.strikes)
             entry.locked_until, entry.strikes = now + lockout, entry.strikes + 1
             entry.count, entry.first_at = 0, now
         self._by_key[key] = entry
@@ -109,31 +113,24 @@ class Lockout:
       wait (answered 429) when the address or the prefix was locked already, else 0 (401).
     """
 
-    def __init__(
-        self,
-        threshold: int,
-        window_s: float = 60.0,
-        lockout_s: float = 30.0,
-        max_lockout_s: float = 900.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.threshold, self.window_s, self.clock = threshold, window_s, clock
-        self.addresses = AuthFailures(threshold, window_s, lockout_s, max_lockout_s, clock)
-        self.prefixes = AuthFailures(threshold, window_s, lockout_s, max_lockout_s, clock)
+    def __init__(self, policy: LockoutPolicy) -> None:
+        self.policy, self.clock = policy, policy.clock
+        self.addresses = AuthFailures(policy)
+        self.prefixes = AuthFailures(policy)
         self._pairs: OrderedDict[tuple[str, str], float] = OrderedDict()  # last failure at
 
     def before_lookup(self, address: str, prefix: str | None) -> float:
-        if prefix is None or self.threshold <= 0:
+        if prefix is None or self.policy.threshold <= 0:
             return 0.0
         locked = self.prefixes.locked_for(prefix)
         last = self._pairs.get((address, prefix))
         if not locked or last is None:
             return 0.0
-        recent = self.window_s - (self.clock() - last)
+        recent = self.policy.window_s - (self.clock() - last)
         return min(locked, recent) if recent > 0 else 0.0
 
     def failed(self, address: str, prefix: str | None) -> float:
-        if self.threshold <= 0:
+        if self.policy.threshold <= 0:
             return 0.0
         was_locked = self._locked_for(address, prefix) > 0
         self.addresses.failed(address)
@@ -157,4 +154,4 @@ class RequestLimits:
 
     @classmethod
     def of(cls, rate: float, burst: int, auth_failures: int) -> RequestLimits:
-        return cls(TokenBuckets(rate, burst), Lockout(auth_failures))
+        return cls(TokenBuckets(rate, burst), Lockout(LockoutPolicy(auth_failures)))
