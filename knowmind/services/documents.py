@@ -21,7 +21,7 @@ from knowmind.models.aliases import canonical_model
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import content_sha256
-from knowmind.services.recipe import MemoryWriter, insert_memory
+from knowmind.services.recipe import MemoryWriter
 from knowmind.store import documents as document_store
 from knowmind.store import jobs as job_store
 from knowmind.store import memories as memory_store
@@ -196,18 +196,16 @@ class DocumentService(MemoryWriter):
                 ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
                 return DocumentResult(existing.id, ids[0] if ids else None, 0, "unchanged")
             document_id = await self._claim(conn, tenant, existing, title, norm_title, draft, sha)
-            stored = await insert_memory(
+            memory = _document_memory(draft, title)
+            stored = await self.write(
                 conn,
-                tenant,
-                _document_memory(draft, title),
+                who,
+                memory,
                 sha,
-                language=self.language_of(who.language, draft.content),
-                contents=chunks.contents,
-                embeddings=chunks.embeddings,
-                kinds=chunks.kinds,
-                graph=self.graph,
+                chunks.contents,
+                chunks.embeddings,
                 relations=draft.relations,
-                who=who,
+                kinds=chunks.kinds,
                 document_id=document_id,
             )
             assert stored is not None  # document memories are not deduplicated by sha

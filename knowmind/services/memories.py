@@ -19,7 +19,7 @@ from knowmind.ingest.pipeline import prepare_chunks
 from knowmind.services.auth import Principal, refuse_unless_owner, tenant_of
 from knowmind.services.graph import InlineRelation
 from knowmind.services.lookup import memory_or_404
-from knowmind.services.recipe import MemoryWriter, insert_memory
+from knowmind.services.recipe import MemoryWriter
 from knowmind.store import memories as memory_store
 from knowmind.store.rows import MemoryRow
 from knowmind.store.search import MemoryFilters, utc_instant
@@ -103,17 +103,14 @@ class MemoryService(MemoryWriter):
             owner=str(tenant),
         )
         async with self.db.tenant_tx(tenant, write=True) as conn:
-            stored = await insert_memory(
+            stored = await self.write(
                 conn,
-                tenant,
+                who,
                 draft,
                 sha,
-                language=self.language_of(who.language, draft.content),
-                contents=prepared.contents,
-                embeddings=prepared.embeddings,
-                graph=self.graph,
+                prepared.contents,
+                prepared.embeddings,
                 relations=draft.relations,
-                who=who,
             )
             if stored is not None:  # its extraction job: within the tenant's quota, or undone
                 await self.quota.check(conn, tenant, written=True)
@@ -171,15 +168,13 @@ class MemoryService(MemoryWriter):
         async with self.db.tenant_tx(tenant, write=True) as conn:
             old = await _close_for_superseding(conn, who, tenant, target_id)
             successor = _successor(old, new_title, new_content)
-            stored = await insert_memory(
+            stored = await self.write(
                 conn,
-                tenant,
+                who,
                 successor,
                 memory_key(successor),
-                language=self.language_of(who.language, new_content),
-                contents=prepared.contents,
-                embeddings=prepared.embeddings,
-                graph=self.graph,
+                prepared.contents,
+                prepared.embeddings,
                 document_id=old.document_id,
             )
             if stored is None:

@@ -15,7 +15,7 @@ from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import content_language, index_language
 from knowmind.models.executor import EmbeddingExecutor
-from knowmind.services.auth import Principal
+from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.job_quota import JobQuota
 from knowmind.settings import IngestSettings
@@ -42,6 +42,36 @@ class MemoryWriter:
     def language_of(self, tenant_language: str, content: str) -> str:
         """The text-search configuration this memory's chunks are indexed with."""
         return index_language(tenant_language, content, self._detect_language)
+
+    async def write(
+        self,
+        conn: AsyncConnection,
+        who: Principal,
+        memory: memory_store.Draft,
+        sha256: bytes,
+        contents: Sequence[str],
+        embeddings: np.ndarray,
+        *,
+        relations: Sequence[InlineRelation] = (),
+        kinds: Sequence[str | None] = (),
+        document_id: UUID | None = None,
+    ) -> memory_store.InsertedMemory | None:
+        """``insert_memory`` for the writer ``who``: through this service's graph, its chunks
+        indexed in the memory's language (``language_of``)."""
+        return await insert_memory(
+            conn,
+            tenant_of(who),
+            memory,
+            sha256,
+            language=self.language_of(who.language, memory.content),
+            contents=contents,
+            embeddings=embeddings,
+            graph=self.graph,
+            relations=relations,
+            kinds=kinds,
+            who=who,
+            document_id=document_id,
+        )
 
 
 async def insert_memory(
