@@ -21,7 +21,7 @@ from knowmind.ingest.pipeline import content_language, embed_each, passage_text
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import MemoryDraft, MemoryService, memory_key, scoped_draft
-from knowmind.services.recipe import insert_memories, insert_memory
+from knowmind.services.recipe import insert_memories
 from knowmind.store import memories as memory_store
 
 __all__ = [
@@ -265,19 +265,10 @@ async def _store_one(service: MemoryService, who: Principal, p: _Pending) -> Bat
     """One item in its own transaction; a failure rolls back this item only."""
     tenant = tenant_of(who)
     try:
-        row = _row(service, who, p)
+        assert p.embeddings is not None
         async with service.db.tenant_tx(tenant, write=True) as conn:
-            stored = await insert_memory(
-                conn,
-                tenant,
-                row.memory,
-                row.sha256,
-                language=row.language,
-                contents=row.contents,
-                embeddings=row.embeddings,
-                graph=service.graph,
-                relations=p.draft.relations,
-                who=who,
+            stored = await service.write(
+                conn, who, p.draft, p.sha, p.contents, p.embeddings, relations=p.draft.relations
             )
             [result] = await _outcomes(conn, tenant, [p], [stored])
             return result
