@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from knowmind.cli.common import Subparsers
+from knowmind.cli.common import Subparsers, command_group
 from knowmind.db.citus import apply_plan, plan_for
 from knowmind.settings import Settings, SettingsError
 
@@ -37,8 +37,7 @@ def cmd_citus_plan(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Subparsers) -> None:
-    citus = sub.add_parser("citus", help="distribute the schema over a Citus cluster")
-    actions = citus.add_subparsers(dest="action", required=True)
+    actions = command_group(sub, "citus", "distribute the schema over a Citus cluster")
     plan = actions.add_parser(
         "plan", help="print the distribution DDL read from the live schema (or --apply it)"
     )

@@ -22,6 +22,7 @@ __all__ = [
     "TENANT_HELP",
     "Subparsers",
     "add_server_options",
+    "command_group",
     "database",
     "database_and_server",
     "migrate_schema",
@@ -105,6 +106,12 @@ def on_admin(settings: Settings, work: Callable[[AdminService], Coroutine[Any, A
             await db.dispose()
 
     return on_database(settings, run)
+
+
+def command_group(sub: Subparsers, name: str, description: str) -> Subparsers:
+    """``knowmind NAME ACTION …``: a command whose actions are its own subcommands (an action
+    is required)."""
+    return sub.add_parser(name, help=description).add_subparsers(dest="action", required=True)
 
 
 def add_server_options(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from knowmind.cli.common import TENANT_HELP, Subparsers, on_database
+from knowmind.cli.common import TENANT_HELP, Subparsers, command_group, on_database
 from knowmind.db.engine import Database
 from knowmind.graph.neo4j_mirror import Neo4jMirror
 from knowmind.services.admin import find_tenant
@@ -49,9 +49,7 @@ def cmd_graph_resync(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Subparsers) -> None:
-    graph = sub.add_parser("graph", help="graph mirror").add_subparsers(
-        dest="action", required=True
-    )
+    graph = command_group(sub, "graph", "graph mirror")
     resync = graph.add_parser("resync", help="rebuild one tenant's Neo4j mirror from PostgreSQL")
     resync.add_argument("--tenant", required=True, help=TENANT_HELP)
     resync.set_defaults(fn=cmd_graph_resync)

@@ -7,7 +7,7 @@ import argparse
 import subprocess
 import sys
 
-from knowmind.cli.common import Subparsers
+from knowmind.cli.common import Subparsers, command_group
 from knowmind.models.llm import LLMUnavailableError
 from knowmind.models.llm_embedded import pull_weights
 from knowmind.settings import Settings
@@ -51,9 +51,7 @@ def cmd_models_pull_llm(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Subparsers) -> None:
-    models = sub.add_parser("models", help="model weights").add_subparsers(
-        dest="action", required=True
-    )
+    models = command_group(sub, "models", "model weights")
     pull = models.add_parser(
         "pull", help="download the production embedder and reranker (needs internet)"
     )

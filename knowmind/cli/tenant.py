@@ -9,7 +9,7 @@ import sys
 import msgspec
 
 from knowmind.cli import tenant_archive
-from knowmind.cli.common import Subparsers, on_admin
+from knowmind.cli.common import Subparsers, command_group, on_admin
 from knowmind.errors import ConflictError
 from knowmind.services.admin import AdminService
 from knowmind.settings import Settings
@@ -75,9 +75,7 @@ def _line(row: TenantRow) -> str:
 
 
 def add_parser(sub: Subparsers) -> None:
-    tenant = sub.add_parser("tenant", help="manage tenants").add_subparsers(
-        dest="action", required=True
-    )
+    tenant = command_group(sub, "tenant", "manage tenants")
     create = tenant.add_parser("create", help="create a tenant")
     create.add_argument("name")
     create.add_argument("--language", help="text search configuration, e.g. german, english")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from knowmind.cli.common import TENANT_HELP, Subparsers, on_admin
+from knowmind.cli.common import TENANT_HELP, Subparsers, command_group, on_admin
 from knowmind.services.admin import AdminService, IssuedToken
 from knowmind.settings import Settings
 
@@ -27,9 +27,7 @@ def cmd_token_create(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Subparsers) -> None:
-    token = sub.add_parser("token", help="manage tokens").add_subparsers(
-        dest="action", required=True
-    )
+    token = command_group(sub, "token", "manage tokens")
     create = token.add_parser("create", help="issue a token for a tenant (printed once)")
     create.add_argument("--tenant", required=True, help=TENANT_HELP)
     create.add_argument("--scopes", default="read,write", help="comma-separated: read,write,admin")
