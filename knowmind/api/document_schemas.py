@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
@@ -20,7 +20,7 @@ from knowmind.contract.limits import (
     require_visible,
 )
 
-__all__ = ["DocumentIn", "DocumentOut", "KnowmindChunk", "KnowmindDocumentIn"]
+__all__ = ["DocumentIn", "KnowmindChunk", "KnowmindDocumentIn"]
 
 
 class DocumentIn(StrictBody):
@@ -40,21 +40,6 @@ class DocumentIn(StrictBody):
     def __post_init__(self) -> None:
         require_visible(self.content, "content")
         require_visible(self.title, "title")
-
-
-class DocumentOut(Struct):
-    """``accepted`` (202): a large document is stored by the job ``job_id`` (``id`` is null
-    until then; the job's result names it); otherwise ``job_id`` is the extraction job."""
-
-    id: UUID | None
-    memory_id: UUID | None
-    chunks: int
-    status: Literal["created", "replaced", "unchanged", "accepted"]
-    job_id: UUID | None = None
-    tree_job_id: UUID | None = None  # build_tree: the job that builds the summary tree
-    tree_note: str | None = None  # build_tree: why no tree is built
-    embedded_by: str = "server"
-    embedding_note: str | None = None
 
 
 class KnowmindChunk(Struct):

@@ -24,7 +24,11 @@ from litestar.handlers.base import BaseRouteHandler
 from knowmind.services.access import AccessControl, AccessRefused, Caller
 from knowmind.services.auth import Principal, user_bound_refusal
 
-__all__ = ["auth_guard", "caller_of", "provide_principal", "retry_after"]
+__all__ = ["TENANT_WRITE", "auth_guard", "caller_of", "provide_principal", "retry_after"]
+
+#: A handler's ``opt`` where it writes what the whole tenant shares (documents, the graph):
+#: write scope, refused to a token bound to one end user.
+TENANT_WRITE: dict[str, Any] = {"scope": "write", "tenant_wide": True}
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="knowmind"'}
 

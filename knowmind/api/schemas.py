@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 from litestar.params import PathParameter, QueryParameter
-from msgspec import Meta, Struct
+from msgspec import Meta
 
 from knowmind.api.outputs import inline_relations
 from knowmind.api.strict_body import StrictBody
@@ -40,28 +40,23 @@ from knowmind.contract.limits import (
     reject_nul,
     require_visible,
 )
-from knowmind.contract.records import MemoryText, TenantFields
+from knowmind.contract.records import TenantFields
 from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft, MemoryFilters
 
 __all__ = [
     "AgentIdQuery",
-    "JobRef",
     "MemoryIn",
-    "MemoryList",
-    "MemoryOut",
     "OccurredAfterQuery",
     "OccurredBeforeQuery",
     "RecallFilters",
     "RecallIn",
-    "RememberOut",
     "SessionIdQuery",
     "SupersedeIn",
     "TenantIn",
     "TenantOut",
     "TokenIn",
-    "TokenOut",
     "UserIdPath",
     "UserIdQuery",
 ]
@@ -170,15 +165,6 @@ class TokenIn(StrictBody):
     ) = None
 
 
-class TokenOut(Struct):
-    id: UUID
-    tenant_id: UUID
-    token: str
-    scopes: list[str]
-    created_at: datetime
-    user_id: str | None = None
-
-
 class RelationIn(StrictBody):
     """memory (or ``subject``) -predicate-> object; the object entity is found or created."""
 
@@ -216,41 +202,6 @@ class SupersedeIn(StrictBody):
     update_reason: Reason | None = None
 
 
-class JobRef(Struct):
-    id: UUID
-    status: str
-    result: dict[str, Any] | None = None
-    last_error: str | None = None
-
-
-class RememberOut(Struct):
-    id: UUID
-    status: Literal["created", "unchanged"]
-    chunks: int
-    job_id: UUID | None = None
-    job: JobRef | None = None
-
-
-class MemoryOut(MemoryText, frozen=True):
-    id: UUID
-    created_at: datetime
-    valid_from: datetime
-    valid_to: datetime | None
-    document_id: UUID | None
-    chunks: int
-    occurred_at: datetime
-    speaker: str | None = None
-    role: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
-
-
-class MemoryList(Struct):
-    items: list[MemoryOut]
-    next_cursor: str | None
-
-
 class RecallFilters(StrictBody):
     memory_type: MemoryType | None = None
     tags: Annotated[list[ShortText], Meta(max_length=20)] = msgspec.field(default_factory=list)
@@ -270,21 +221,7 @@ def memory_filters(
     f: RecallFilters | None, as_of: datetime | None = None, known_at: datetime | None = None
 ) -> MemoryFilters:
     """A body's filters (and time) as the recall's ``MemoryFilters``."""
-    f = f or RecallFilters()
-    return MemoryFilters(
-        memory_type=f.memory_type,
-        tags=list(f.tags),
-        source=f.source,
-        domain=f.domain,
-        document_id=f.document_id,
-        as_of=as_of,
-        known_at=known_at,
-        user_id=f.user_id,
-        agent_id=f.agent_id,
-        session_id=f.session_id,
-        occurred_after=f.occurred_after,
-        occurred_before=f.occurred_before,
-    )
+    return (f or RecallFilters()).into(MemoryFilters, as_of=as_of, known_at=known_at)
 
 
 def _moment(description: str) -> Meta:
@@ -336,19 +273,5 @@ def memory_draft(data: MemoryIn) -> MemoryDraft:
     """A validated body as the service's draft (REST single and batch); metadata may not hold
     NUL characters anywhere (PostgreSQL jsonb cannot store them)."""
     reject_nul(data.metadata, "metadata")
-    return MemoryDraft(
-        content=data.content,
-        title=data.title,
-        memory_type=data.memory_type,
-        tags=tuple(data.tags),
-        source=data.source,
-        domain=data.domain,
-        metadata=data.metadata,
-        relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
-        occurred_at=data.occurred_at,
-        speaker=data.speaker,
-        role=data.role,
-        user_id=data.user_id,
-        agent_id=data.agent_id,
-        session_id=data.session_id,
-    )
+    relations = inline_relations(msgspec.structs.asdict(r) for r in data.relations)
+    return data.into(MemoryDraft, tags=tuple(data.tags), relations=relations)

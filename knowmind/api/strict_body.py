@@ -14,8 +14,9 @@ Runs as a guard, after authentication, on every route that takes a body (``data`
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import msgspec.inspect as mi
@@ -29,6 +30,9 @@ from msgspec import Struct
 
 from knowmind.api.errors import field_of_message
 from knowmind.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -49,8 +53,19 @@ _JSON_TYPE = re.compile(r"^application/(?:[\w.+-]+\+)?json$")
 _UNKNOWN_FIELD = "unknown field"
 
 
+D = TypeVar("D", bound="DataclassInstance")
+
+
 class StrictBody(Struct, forbid_unknown_fields=True):
     """A request body that refuses unknown fields (422 naming them)."""
+
+    def into(self, kind: type[D], **given: Any) -> D:
+        """The service's request (a dataclass) this body asks for: each field of ``kind`` that
+        the body has by the same name, as it is, and ``given`` for the rest and for those that
+        must be converted first (filters, relations)."""
+        names = {f.name for f in dataclasses.fields(kind)}
+        shared = {name: getattr(self, name) for name in self.__struct_fields__ if name in names}
+        return kind(**(shared | given))
 
 
 class DuplicateKeyError(InvalidInputError):

@@ -3,11 +3,10 @@ conversation remembered turn by turn (``services.turns``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
-from uuid import UUID
+from typing import Annotated, Any
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import Meta
 
 from knowmind.api.errors import field_of_message
 from knowmind.api.outputs import conversation_result
@@ -23,16 +22,14 @@ from knowmind.contract.limits import (
     TurnOffset,
     reject_nul,
 )
+from knowmind.contract.responses import ConversationOut
 from knowmind.errors import InvalidInputError
 from knowmind.services.batch import ItemError
 from knowmind.services.turns import ConversationDraft, ConversationResult, TurnDraft
 
 __all__ = [
     "ConversationIn",
-    "ConversationOut",
     "MessageIn",
-    "SpeakerOut",
-    "TurnOut",
     "conversation_draft",
     "conversation_or_error",
     "conversation_out",
@@ -77,52 +74,11 @@ class ConversationIn(StrictBody):
     ] = 0
 
 
-class TurnOut(Struct):
-    index: int  # in the request's messages
-    turn: int  # position in the session
-    status: Literal["created", "unchanged"]
-    id: UUID | None
-    chunks: int = 0
-    job_id: UUID | None = None
-
-
-class SpeakerOut(Struct):
-    name: str
-    entity_class: str
-    id: UUID | None
-
-
-class ConversationOut(Struct):
-    session_id: str
-    status: Literal["created", "unchanged"]  # created: at least one turn was new
-    created: int
-    unchanged: int
-    turns: list[TurnOut]
-    speakers: list[SpeakerOut]
-
-
 def conversation_draft(data: ConversationIn) -> ConversationDraft:
     """A validated body as the service's draft (NUL in the metadata is a 422 naming it; the
     service checks each message's content)."""
     reject_nul(data.metadata, "metadata")
-    return ConversationDraft(
-        messages=tuple(
-            TurnDraft(
-                content=m.content,
-                speaker=m.speaker,
-                role=m.role,
-                occurred_at=m.occurred_at,
-                id=m.id,
-            )
-            for m in data.messages
-        ),
-        session_id=data.session_id,
-        metadata=data.metadata,
-        user_id=data.user_id,
-        agent_id=data.agent_id,
-        occurred_at=data.occurred_at,
-        offset=data.offset,
-    )
+    return data.into(ConversationDraft, messages=tuple(m.into(TurnDraft) for m in data.messages))
 
 
 def conversation_or_error(item: Any) -> ConversationDraft | ItemError:

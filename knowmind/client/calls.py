@@ -13,6 +13,7 @@ from uuid import UUID
 import msgspec
 
 from knowmind.client import types as records
+from knowmind.contract.responses import EntitySearchOut, RelationsOut, UnlinkOut
 
 __all__ = ["Call", "json_body"]
 
@@ -168,12 +169,8 @@ def entities(q: str, limit: int, entity_class: str | None) -> Call[list[records.
     return Call("GET", "/v1/entities", _entity_hits, params=params)
 
 
-class _EntitySearch(msgspec.Struct):
-    results: list[records.EntityHit]
-
-
 def _entity_hits(content: bytes) -> list[records.EntityHit]:
-    return msgspec.json.decode(content, type=_EntitySearch).results
+    return msgspec.json.decode(content, type=EntitySearchOut).results
 
 
 def entity(entity_id: UUID | str) -> Call[records.Entity]:
@@ -198,7 +195,7 @@ def unlink(from_id: UUID | str, to_id: UUID | str, rel_type: str) -> Call[int]:
 
 
 def _removed(content: bytes) -> int:
-    return int(_object(content)["removed"])
+    return msgspec.json.decode(content, type=UnlinkOut).removed
 
 
 def relations(node_id: UUID | str, closed: bool) -> Call[list[records.Relation]]:
@@ -206,12 +203,8 @@ def relations(node_id: UUID | str, closed: bool) -> Call[list[records.Relation]]
     return Call("GET", path, _relations, params={"closed": _flag(closed)})
 
 
-class _Relations(msgspec.Struct):
-    relations: list[records.Relation]
-
-
 def _relations(content: bytes) -> list[records.Relation]:
-    return msgspec.json.decode(content, type=_Relations).relations
+    return msgspec.json.decode(content, type=RelationsOut).relations
 
 
 def schema() -> Call[dict[str, Any]]:

@@ -20,12 +20,12 @@ from knowmind.api.schemas import (
     TenantIn,
     TenantOut,
     TokenIn,
-    TokenOut,
     UserIdPath,
     UserIdQuery,
     query_instant,
     scope_id,
 )
+from knowmind.contract.responses import TokenOut
 from knowmind.services.admin import AdminService, IssuedToken, TenantRow
 from knowmind.services.audit import AuditRow, AuditService
 from knowmind.services.auth import SERVER_ADMIN, Principal
@@ -41,15 +41,8 @@ BIGINT_MAX = 2**63 - 1  # audit ids are bigint
 
 
 def token_out(issued: IssuedToken) -> TokenOut:
-    row = issued.row
-    return TokenOut(
-        id=row.id,
-        tenant_id=row.tenant_id,
-        token=issued.token,
-        scopes=row.scopes,
-        created_at=row.created_at,
-        user_id=row.user_id,
-    )
+    """The token's row and the token itself (shown this once)."""
+    return msgspec.convert(msgspec.structs.asdict(issued.row) | {"token": issued.token}, TokenOut)
 
 
 def _tenant_out(row: TenantRow) -> TenantOut:

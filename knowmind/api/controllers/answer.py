@@ -26,20 +26,7 @@ __all__ = ["AnswerController"]
 def answer_request(data: AnswerIn) -> tuple[AnswerRequest, dict[str, Any]]:
     """The service's request, and the metadata filter as the answer echoes it."""
     f = data.filters or RecallFilters()
-    filters = memory_filters(f)
-    request = AnswerRequest(
-        question=data.question,
-        k=data.k,
-        method=data.method,
-        rerank=data.rerank,
-        compress=data.compress,
-        parent_context=data.parent_context,
-        filters=filters,
-        llm_model=data.llm_model,
-        max_tokens=data.max_tokens,
-        conversation_id=data.conversation_id,
-        share_conversation=data.share_conversation,
-    )
+    request = data.into(AnswerRequest, filters=memory_filters(f))
     echoed = {k: v for k, v in msgspec.to_builtins(f).items() if v not in (None, [])}
     return request, echoed
 

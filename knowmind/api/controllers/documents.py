@@ -16,9 +16,11 @@ from litestar.status_codes import (
     HTTP_204_NO_CONTENT,
 )
 
-from knowmind.api.document_schemas import DocumentIn, DocumentOut, KnowmindDocumentIn
+from knowmind.api.document_schemas import DocumentIn, KnowmindDocumentIn
 from knowmind.api.errors import error_response, exception_handlers
+from knowmind.api.guards import TENANT_WRITE
 from knowmind.api.outputs import document_result, inline_relations
+from knowmind.contract.responses import DocumentOut
 from knowmind.services.auth import Principal
 from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult, DocumentService
 from knowmind.services.erasure import ErasureService
@@ -27,7 +29,9 @@ __all__ = ["DocumentController", "KnowmindUploadController"]
 
 Documents = NamedDependency[DocumentService]
 Who = NamedDependency[Principal]
-
+#: Both uploads: 404 when the document to replace is not the tenant's, 409 when its title is
+#: another document's or a document of that title is being uploaded right now.
+_STORE_DOCUMENT = {**TENANT_WRITE, "errors": (404, 409)}
 
 _STATUS = {"created": HTTP_201_CREATED, "accepted": HTTP_202_ACCEPTED}
 
@@ -48,9 +52,7 @@ class DocumentController(Controller):
     @post(
         "/",
         opt={
-            "scope": "write",
-            "tenant_wide": True,
-            "errors": (404, 409),
+            **_STORE_DOCUMENT,
             "also": {
                 200: "replaced, or unchanged: this content is stored already",
                 202: "accepted: a large document, stored by the job `job_id` (poll it)",
@@ -71,23 +73,13 @@ class DocumentController(Controller):
         Store a document (Markdown or text); the same title replaces the old version,
         which keeps its document id. A large one is stored in the background (202 and a
         job to poll) unless ``?wait=true``."""
-        draft = DocumentDraft(
-            content=data.content,
-            title=data.title,
-            source=data.source,
-            replace_document_id=data.replace_document_id,
-            relations=inline_relations(msgspec.structs.asdict(r) for r in data.relations),
-            build_tree=data.build_tree,
-        )
+        relations = inline_relations(msgspec.structs.asdict(r) for r in data.relations)
+        draft = data.into(DocumentDraft, relations=relations)
         return document_out(await documents.upload(principal, draft, background=not wait))
 
     @delete(
         "/{document_id:uuid}",
-        opt={
-            "scope": "write",
-            "tenant_wide": True,
-            "also": {204: "deleted (without erase=true: no receipt)"},
-        },
+        opt={**TENANT_WRITE, "also": {204: "deleted (without erase=true: no receipt)"}},
         status_code=HTTP_200_OK,
     )
     async def remove(
@@ -123,9 +115,7 @@ class KnowmindUploadController(Controller):
     @post(
         "/",
         opt={
-            "scope": "write",
-            "tenant_wide": True,
-            "errors": (404, 409),
+            **_STORE_DOCUMENT,
             "also": {200: "unchanged: this content is stored already"},
             "error_body": "knowmind",
         },

@@ -5,20 +5,20 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from knowmind.api.graph_schemas import (
+from knowmind.api.graph_schemas import EntityIn, LinkIn, PredicateIn
+from knowmind.api.guards import TENANT_WRITE
+from knowmind.contract.responses import (
     EntityHit,
-    EntityIn,
     EntityOut,
     EntitySearchOut,
-    LinkIn,
     LinkOut,
     NodeRef,
-    PredicateIn,
     RelationOut,
     RelationsOut,
     UnlinkOut,
@@ -29,20 +29,13 @@ from knowmind.services.graph import EntityRow, GraphService, PredicateDraft
 __all__ = ["EntityController", "RelationController", "SchemaController"]
 
 Who = NamedDependency[Principal]
+#: Drawing or removing an edge: 404 when an end of it is not the tenant's.
+_EDGE_EDIT = {**TENANT_WRITE, "errors": (404,)}
 
 
 def entity_out(row: EntityRow, created: bool | None = None) -> EntityOut:
-    return EntityOut(
-        id=row.id,
-        name=row.name,
-        entity_class=row.entity_class,
-        description=row.description,
-        aliases=row.aliases,
-        origin=row.origin,
-        confidence=row.confidence,
-        created_at=row.created_at,
-        created=created,
-    )
+    entity = msgspec.convert(row, EntityOut, from_attributes=True)
+    return msgspec.structs.replace(entity, created=created)
 
 
 class EntityController(Controller):
@@ -51,11 +44,7 @@ class EntityController(Controller):
 
     @post(
         "/",
-        opt={
-            "scope": "write",
-            "tenant_wide": True,
-            "also": {200: "an entity of this name and class existed"},
-        },
+        opt={**TENANT_WRITE, "also": {200: "an entity of this name and class existed"}},
     )
     async def upsert(
         self, data: JSONBody[EntityIn], graph: NamedDependency[GraphService], principal: Who
@@ -116,11 +105,7 @@ class EntityController(Controller):
 class RelationController(Controller):
     tags = ["graph"]
 
-    @post(
-        "/v1/relations",
-        opt={"scope": "write", "tenant_wide": True, "errors": (404,)},
-        status_code=HTTP_200_OK,
-    )
+    @post("/v1/relations", opt=_EDGE_EDIT, status_code=HTTP_200_OK)
     async def link(
         self, data: JSONBody[LinkIn], graph: NamedDependency[GraphService], principal: Who
     ) -> LinkOut:
@@ -133,11 +118,7 @@ class RelationController(Controller):
         )
         return LinkOut(edge_id=edge, inverse_edge_id=twin)
 
-    @delete(
-        "/v1/relations",
-        opt={"scope": "write", "tenant_wide": True, "errors": (404,)},
-        status_code=HTTP_200_OK,
-    )
+    @delete("/v1/relations", opt=_EDGE_EDIT, status_code=HTTP_200_OK)
     async def unlink(
         self, data: JSONBody[LinkIn], graph: NamedDependency[GraphService], principal: Who
     ) -> UnlinkOut:
@@ -204,7 +185,7 @@ class SchemaController(Controller):
 
     @post(
         "/predicates",
-        opt={"scope": "write", "tenant_wide": True, "errors": (409,)},
+        opt={**TENANT_WRITE, "errors": (409,)},
         status_code=HTTP_201_CREATED,
     )
     async def extend(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath
@@ -16,17 +17,7 @@ __all__ = ["JobController", "job_out"]
 
 
 def job_out(row: JobRow) -> JobOut:
-    return JobOut(
-        id=row.id,
-        kind=row.kind,
-        status=row.status,
-        attempts=row.attempts,
-        last_error=row.last_error,
-        result=row.result,
-        created_at=row.created_at,
-        finished_at=row.finished_at,
-        progress=row.progress,
-    )
+    return msgspec.convert(row, JobOut, from_attributes=True)
 
 
 class JobController(Controller):

@@ -10,22 +10,25 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
-from knowmind.api.history_schemas import MemoryHistoryOut, history_out
+from knowmind.api.history_schemas import history_out
 from knowmind.api.outputs import memory_fields, remembered
 from knowmind.api.schemas import (
     AgentIdQuery,
-    JobRef,
     MemoryIn,
-    MemoryList,
-    MemoryOut,
     OccurredAfterQuery,
     OccurredBeforeQuery,
-    RememberOut,
     SessionIdQuery,
     SupersedeIn,
     UserIdQuery,
     memory_draft,
     query_instant,
+)
+from knowmind.contract.responses import (
+    JobRef,
+    MemoryHistoryOut,
+    MemoryList,
+    MemoryOut,
+    RememberOut,
 )
 from knowmind.services.auth import Principal
 from knowmind.services.erasure import ErasureService

@@ -35,23 +35,7 @@ class RecallController(Controller):
         `known_at` ask what was valid or known then; `reference_time` anchors relative times in the
         query. See docs/recall.md."""
         filters = memory_filters(data.filters, data.as_of, data.known_at)
-        weights: dict[str, float] | None = (
-            None if data.weights is None else {stage: w for stage, w in data.weights.items()}
-        )
-        request = RecallRequest(
-            text=data.query,
-            filters=filters,
-            k=data.k,
-            stages=data.stages,
-            weights=weights,
-            rerank=data.rerank,
-            fusion=data.fusion,
-            ranker=data.ranker,
-            min_score=data.min_score,
-            hops=data.hops,
-            explain=data.explain,
-            reference_time=data.reference_time,
-        )
+        request = data.into(RecallRequest, text=data.query, filters=filters)
         outcome = await recall.recall(principal, request)
         result = recall_result(outcome)
         return RecallOut(

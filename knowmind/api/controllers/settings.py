@@ -13,20 +13,13 @@ from litestar.status_codes import HTTP_200_OK
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from knowmind.contract.limits import CHUNK_PLACEHOLDER, EXTRACTION_PROMPT_MAX_CHARS, ModelName
+from knowmind.contract.responses import TenantSettingsOut
 from knowmind.errors import InvalidInputError
 from knowmind.services.answer import AnswerService
 from knowmind.services.auth import Principal
 from knowmind.services.tenant_settings import TenantSettings, TenantSettingsService
 
 __all__ = ["SettingsController"]
-
-
-class TenantSettingsOut(Struct):
-    llm_model: Annotated[str | None, Meta(description="null: the server's model")]
-    multi_query: bool
-    extraction_prompt: Annotated[
-        str | None, Meta(description="the LLM graph extractor's prompt; null: the built-in one")
-    ] = None
 
 
 class TenantSettingsIn(Struct, forbid_unknown_fields=True):
@@ -48,11 +41,7 @@ class TenantSettingsIn(Struct, forbid_unknown_fields=True):
 
 
 def _out(settings: TenantSettings) -> TenantSettingsOut:
-    return TenantSettingsOut(
-        llm_model=settings.llm_model,
-        multi_query=settings.multi_query,
-        extraction_prompt=settings.extraction_prompt,
-    )
+    return msgspec.convert(settings, TenantSettingsOut, from_attributes=True)
 
 
 class SettingsController(Controller):

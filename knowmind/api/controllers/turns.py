@@ -12,12 +12,8 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from knowmind.api.turn_schemas import (
-    ConversationIn,
-    ConversationOut,
-    conversation_draft,
-    conversation_out,
-)
+from knowmind.api.turn_schemas import ConversationIn, conversation_draft, conversation_out
+from knowmind.contract.responses import ConversationOut
 from knowmind.services.auth import Principal
 from knowmind.services.memories import MemoryService
 from knowmind.services.turns import remember_conversation

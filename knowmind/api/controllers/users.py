@@ -12,7 +12,8 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from knowmind.api.controllers.admin import token_out
-from knowmind.api.schemas import TokenIn, TokenOut, UserIdPath, scope_id
+from knowmind.api.schemas import TokenIn, UserIdPath, scope_id
+from knowmind.contract.responses import TokenOut
 from knowmind.errors import ForbiddenError
 from knowmind.services.admin import AdminService
 from knowmind.services.auth import Principal, tenant_of
