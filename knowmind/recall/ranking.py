@@ -4,6 +4,7 @@ the short list is the fused top ``size`` together with each stage's top ``per_st
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -126,10 +127,20 @@ class RankStep:
         memories = {f.key for f in head}
         for stage in HIT_STAGES:
             memories.update(m for m, _ in list(rankings.get(stage, ()))[:TOP_HITS])
-        async with ctx.db.read(query.tenant) as conn:
-            chunk_ids = [best_chunk[f.key] for f in head]
-            facts = await candidate_facts(conn, query.tenant, chunk_ids, embedding, lexemes)
-            entities = await memory_entities(conn, query.tenant, list(memories)) if featured else {}
+        chunk_ids = [best_chunk[f.key] for f in head]
+
+        async def read_facts() -> dict[UUID, CandidateFacts]:
+            async with ctx.db.read(query.tenant) as conn:
+                return await candidate_facts(conn, query.tenant, chunk_ids, embedding, lexemes)
+
+        async def read_entities() -> dict[UUID, dict[UUID, str]]:
+            if not featured:
+                return {}
+            async with ctx.db.read(query.tenant) as conn:
+                return await memory_entities(conn, query.tenant, list(memories))
+
+        # two sessions at once: the ranking step waits for one round trip, not two
+        facts, entities = await asyncio.gather(read_facts(), read_entities())
         return facts, entities
 
 
