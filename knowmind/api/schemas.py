@@ -40,7 +40,6 @@ from knowmind.contract.limits import (
     reject_nul,
     require_visible,
 )
-from knowmind.contract.records import TenantFields
 from knowmind.errors import InvalidInputError
 from knowmind.recall.registry import STAGE_NAMES, StageName
 from knowmind.services.memories import MemoryDraft, MemoryFilters
@@ -55,7 +54,6 @@ __all__ = [
     "SessionIdQuery",
     "SupersedeIn",
     "TenantIn",
-    "TenantOut",
     "TokenIn",
     "UserIdPath",
     "UserIdQuery",
@@ -145,10 +143,6 @@ EventTime = Annotated[
 class TenantIn(StrictBody):
     name: Annotated[str, Meta(min_length=1, max_length=200, pattern=NO_NUL)]
     language: Annotated[str, Meta(min_length=1, max_length=63, pattern=r"^[a-z_]+$")] | None = None
-
-
-class TenantOut(TenantFields, frozen=True):
-    """A tenant as the API shows it."""
 
 
 class TokenIn(StrictBody):

@@ -1,7 +1,7 @@
-"""Field groups declared once per resource and inherited by its records: the REST record
-(``api/``) and the store's row (``store/``). The tenant archive keeps records of its own
-(``store/archive_records.py``): its format is versioned and must outlive a change of these.
-Whole records the REST API answers with, and the SDK decodes, are in ``contract/responses.py``."""
+"""Field groups declared once per resource and inherited by its records: the record the REST
+API answers with and the SDK decodes (``contract/responses.py``) and the store's row
+(``store/``). The tenant archive keeps records of its own (``store/archive_records.py``): its
+format is versioned and must outlive a change of these."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from msgspec import Meta, Struct
 
-from knowmind.contract.records import EntityFields, MemoryText
+from knowmind.contract.records import EntityFields, MemoryText, TenantFields
 
 __all__ = [
     "AnswerOut",
@@ -38,6 +38,7 @@ __all__ = [
     "RelationsOut",
     "RememberOut",
     "SpeakerOut",
+    "TenantOut",
     "TenantSettingsOut",
     "TokenOut",
     "TurnOut",
@@ -225,6 +226,10 @@ class RelationOut(Struct):
 
 class RelationsOut(Struct):
     relations: list[RelationOut]
+
+
+class TenantOut(TenantFields, frozen=True):
+    """A tenant as the API shows it."""
 
 
 class TokenOut(Struct):

@@ -18,14 +18,13 @@ from knowmind.api.schemas import (
     OccurredBeforeQuery,
     SessionIdQuery,
     TenantIn,
-    TenantOut,
     TokenIn,
     UserIdPath,
     UserIdQuery,
     query_instant,
     scope_id,
 )
-from knowmind.contract.responses import TokenOut
+from knowmind.contract.responses import TenantOut, TokenOut
 from knowmind.services.admin import AdminService, IssuedToken, TenantRow
 from knowmind.services.audit import AuditRow, AuditService
 from knowmind.services.auth import SERVER_ADMIN, Principal
