@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("models", {"models"}, False),
     ("store", {"store"}, False),
     ("db", {"db"}, False),
-    ("contract", {"contract"}, False),  # field limits shared by REST, MCP and the mirror
+    ("contract", {"contract"}, False),  # field limits and the response records every door shares
     # settings: a leaf (registry names are checked where the registries are built, in runtime/)
     ("foundation", {"errors", "logging", "metrics", "settings", "__init__"}, True),
 ]
