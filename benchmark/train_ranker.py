@@ -5,11 +5,11 @@
    list the ranker would score, with its features, is stored with each candidate's relevance
    label (from the judgements, read only here) in ``DIR/features.jsonl.gz``.
 2. ``fit`` (seconds, offline): a LightGBM LambdaRank model on the dev questions (each dataset
-   weighs the same), the number of trees chosen by 5-fold cross-validation over questions; an
-   isotonic map from the out-of-fold scores to the share of relevant candidates (the
-   probability the server reports); the model and its calibration written to
-   ``knowmind/recall/ranker/``, and ``docs/ranker.md`` (feature importances, the reliability
-   diagram, cross-validated quality against the fused order and the vector stage).
+   weighs its number of questions to the power 0.5), the number of trees chosen by 5-fold
+   cross-validation over questions; an isotonic map from the out-of-fold scores to the share
+   of relevant candidates (the probability the server reports); the model and its calibration
+   written to ``knowmind/recall/ranker/``, and ``docs/ranker.md`` (feature importances, the
+   reliability diagram, cross-validated quality against the fused order and the vector stage).
 
 Only dev questions are collected and fitted on (``benchmark.stats.split_of``); the test split
 is what ``make bench`` reports.

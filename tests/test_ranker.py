@@ -79,6 +79,7 @@ def test_features_say_what_each_stage_found_and_nan_where_it_did_not():
     assert column["path_final"][2] == 1.0 and math.isnan(column["path_final"][0])
     assert column["q_vector_top1"].tolist() == [0.9] * 3
     assert math.isnan(column["language_same"][0])  # the memories' languages are unknown here
+    assert column["states_time"].tolist() == [0.0, 0.0, 0.0]  # "xxx…" names no time
 
 
 def test_the_short_list_keeps_every_stages_first_finds_however_low_fusion_put_them():

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from knowmind.recall.timeframe import asks_when, resolve_window
+from knowmind.recall.timeframe import asks_when, mentions_time, resolve_window
 
 REFERENCE = datetime(2023, 7, 15, 12, 0, tzinfo=UTC)  # a Saturday
 
@@ -63,3 +63,15 @@ def test_questions_that_ask_for_a_time():
     assert asks_when("In welchem Jahr war das?")
     assert not asks_when("Who did Maria have dinner with?")
     assert not asks_when("Was hat Maria gespendet?")
+
+
+def test_texts_that_state_a_time():
+    for text in (
+        "I went to a LGBTQ support group yesterday and it was so powerful.",
+        "Wir waren letzte Woche in Hamburg.",
+        "The concert was on 12 May 2023.",
+        "Vor zwei Jahren habe ich angefangen zu malen.",
+    ):
+        assert mentions_time(text), text
+    for text in ("You may like it.", "Das Projekt Atlas leitet Jan Becker.", "Yes, that one!"):
+        assert not mentions_time(text), text

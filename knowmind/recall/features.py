@@ -19,7 +19,7 @@ from uuid import UUID
 import numpy as np
 
 from knowmind.linking.names import normalise_name
-from knowmind.recall.timeframe import TimeWindow
+from knowmind.recall.timeframe import TimeWindow, mentions_time
 from knowmind.store.candidates import CandidateFacts
 
 __all__ = ["FEATURE_NAMES", "RankingInput", "feature_matrix"]
@@ -74,6 +74,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "in_window",
     "window_distance",
     "dated",
+    "states_time",
     "speaker_named",
     *EVIDENCE.values(),
     *QUERY_SIGNALS.values(),
@@ -148,6 +149,7 @@ def feature_matrix(data: RankingInput) -> np.ndarray:
     ages = _recency(data)
     put("recency", [ages.get(m, NAN) for m in memories])
     _time_columns(data, facts, put)
+    put("states_time", [NAN if f is None else float(mentions_time(f.chunk.content)) for f in facts])
     put("speaker_named", [_speaker_named(f, data.question_words) for f in facts])
     for (stage, key), name in EVIDENCE.items():
         found = data.evidence.get(stage, {})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-__all__ = ["TimeWindow", "asks_when", "resolve_window"]
+__all__ = ["TimeWindow", "asks_when", "mentions_time", "resolve_window"]
 
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
@@ -81,6 +81,12 @@ class TimeWindow:
 def asks_when(question: str) -> bool:
     """A question that asks for a time ("When did …", "Wann …")."""
     return bool(_WHEN.search(question))
+
+
+def mentions_time(text: str) -> bool:
+    """Whether a text names a time ("yesterday", "last week", "im Mai 2023", "2022-05-07"):
+    the memories that answer a "when" question usually do."""
+    return any(m["expr"].strip().lower() not in _AMBIGUOUS for m in _EXPRESSION.finditer(text))
 
 
 def resolve_window(question: str, reference: datetime) -> TimeWindow | None:
