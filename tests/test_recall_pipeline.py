@@ -235,3 +235,60 @@ async def test_a_stage_over_its_budget_is_cut_off(db, embedder, client, corpus):
     outcome = await pipeline.recall(query)
     await executor.close()
     assert outcome.degraded_reasons == ["graph: timed out after 0.2 s"]
+
+
+async def test_the_ranking_reads_ahead_what_the_text_stages_found_and_nothing_changes(
+    db, embedder, client, corpus, monkeypatch
+):
+    """The facts of the text stages' finds are read while a slower stage still runs; the
+    ranking step reads only what that stage adds, and the features are the same as when
+    everything is read at the end."""
+    from knowmind.models.executor import EmbeddingExecutor
+    from knowmind.recall import pipeline as pipeline_module
+    from knowmind.recall import ranking
+    from knowmind.recall.ranking import Reads
+    from knowmind.store.search import first_chunks
+
+    keys = ("lunch", "car", "holiday", "anna_profile", "jonas_profile")
+    memory_ids = [uuid.UUID(corpus.memories[k]) for k in keys]
+    tenant_id = uuid.UUID(corpus.tenant.id)
+    async with db.tenant_tx(tenant_id) as conn:
+        chunks = await first_chunks(conn, tenant_id, memory_ids, MemoryFilters())
+    hits = [Candidate(chunks[m], m, 1.0) for m in memory_ids]
+    early, late = hits[:3], hits[3:]
+    stages = [
+        SlowStageDouble("bm25", 0.0, early),
+        SlowStageDouble("vector", 0.0, early[::-1]),
+        SlowStageDouble("graph", 0.3, late),
+    ]
+    executor = EmbeddingExecutor(embedder)
+    pipeline = RecallPipeline(db, executor, stages, stage_timeout_s=2.0)
+    query = RecallRequest(tenant_id=tenant_id, text="Mittagessen", candidates=10, k=5, explain=True)
+    asked: list[set[uuid.UUID]] = []
+    real_facts = ranking.candidate_facts
+
+    async def recording_facts(conn, tenant, chunk_ids, embedding, lexemes):
+        asked.append(set(chunk_ids))
+        return await real_facts(conn, tenant, chunk_ids, embedding, lexemes)
+
+    monkeypatch.setattr(ranking, "candidate_facts", recording_facts)
+    ahead = await pipeline.recall(query)
+    assert asked == [{c.chunk_id for c in early}, {c.chunk_id for c in late}]
+
+    async def nothing_ahead(query, ctx):  # test double: the ranking step reads everything
+        return Reads()
+
+    monkeypatch.setattr(pipeline_module, "read_ahead", nothing_ahead)
+    asked.clear()
+    at_the_end = await pipeline.recall(query)
+    await executor.close()
+    assert asked == [{c.chunk_id for c in hits}]
+
+    def shown(outcome):
+        return [
+            (r.chunk.memory_id, {k: (None if v != v else v) for k, v in r.features.items()})
+            for r in outcome.shortlist
+        ]
+
+    assert len(ahead.shortlist) == len(hits)
+    assert shown(ahead) == shown(at_the_end)

@@ -32,7 +32,13 @@ from knowmind.recall.fusion import (
     reciprocal_rank_fusion,
 )
 from knowmind.recall.ranker import Ranker, RankerUnavailableError, build_ranker
-from knowmind.recall.ranking import RankedCandidate, RankStep
+from knowmind.recall.ranking import (
+    RankedCandidate,
+    RankStep,
+    Reads,
+    best_chunk_per_memory,
+    read_ahead,
+)
 from knowmind.recall.rerank import RerankStep
 from knowmind.recall.timeframe import asks_when, resolve_window
 from knowmind.store.rows import ChunkHit
@@ -137,9 +143,11 @@ class RecallPipeline:
             time_window=resolve_window(query.text, _aware(reference)),
             asks_when=asks_when(query.text),
         )
-        runs = await asyncio.gather(
-            *(self._run(self.stages[n], query, ctx, finished) for n in selected)
-        )
+        ranker, ranker_reason = self.ranker_for(query.ranker)
+        # the fused order needs no features, unless they are asked for (explain, training)
+        featured = ranker.name != "rrf" or query.explain
+        early = asyncio.ensure_future(read_ahead(query, ctx)) if featured else None
+        runs = await self._run_all(query, ctx, selected, finished, early)
         for run in runs:
             timings[run.name] = round(run.elapsed_ms, 2)
 
@@ -150,7 +158,6 @@ class RecallPipeline:
         timings["fuse"] = _ms_since(fuse_started)
 
         reasons = [f"{run.name}: {run.failure}" for run in runs if run.failure]
-        ranker, ranker_reason = self.ranker_for(query.ranker)
         if ranker_reason:
             reasons.append(ranker_reason)
         rank_started = time.perf_counter()
@@ -159,9 +166,10 @@ class RecallPipeline:
             ctx,
             fused,
             rankings,
-            _best_chunk_per_memory(runs),
+            best_chunk_per_memory([run.candidates for run in runs]),
             self._best_score(rankings, weights, query.fusion or self.fusion),
             keep_features=query.explain,
+            early=None if early is None else await early,
         )
         timings["rank"] = _ms_since(rank_started)
         results, rerank_reason = await self._rerank(query, ranked, timings)
@@ -260,6 +268,24 @@ class RecallPipeline:
             wanted = [name for name in wanted if name != "graph"]
         return [name for name in self.stages if name in wanted]
 
+    async def _run_all(
+        self,
+        query: RecallRequest,
+        ctx: StageContext,
+        selected: Sequence[str],
+        finished: dict[str, asyncio.Future[list[Candidate]]],
+        early: asyncio.Future[Reads] | None,
+    ) -> list[_StageRun]:
+        """Every selected stage at once; a cancelled recall stops the reads ahead too."""
+        try:
+            return await asyncio.gather(
+                *(self._run(self.stages[n], query, ctx, finished) for n in selected)
+            )
+        except BaseException:
+            if early is not None:
+                early.cancel()
+            raise
+
     async def _run(
         self,
         stage: RecallStage,
@@ -340,20 +366,6 @@ def _memory_ranking(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]
     for candidate in candidates:
         best.setdefault(candidate.memory_id, candidate.score)
     return list(best.items())
-
-
-def _best_chunk_per_memory(runs: Sequence[_StageRun]) -> dict[UUID, UUID]:
-    """For each memory, the chunk from the stage that ranked that memory highest."""
-    best: dict[UUID, tuple[int, UUID]] = {}
-    for run in runs:
-        seen: set[UUID] = set()
-        for candidate in run.candidates:
-            if candidate.memory_id in seen:
-                continue
-            seen.add(candidate.memory_id)
-            if len(seen) < best.get(candidate.memory_id, (10**9,))[0]:
-                best[candidate.memory_id] = (len(seen), candidate.chunk_id)
-    return {memory_id: chunk_id for memory_id, (_, chunk_id) in best.items()}
 
 
 def _aware(moment: datetime) -> datetime:

@@ -6,21 +6,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 import numpy as np
+import structlog
 
 from knowmind.linking.names import normalise_name
-from knowmind.recall.base import RecallRequest, StageContext
+from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.recall.features import FEATURE_NAMES, HIT_STAGES, TOP_HITS, RankingInput
 from knowmind.recall.features import feature_matrix as build_features
-from knowmind.recall.fusion import Fused
+from knowmind.recall.fusion import Fused, reciprocal_rank_fusion
 from knowmind.recall.ranker import Ranker
 from knowmind.store.candidates import CandidateFacts, candidate_facts, memory_entities
 from knowmind.store.rows import ChunkHit
 
-__all__ = ["RankStep", "RankedCandidate", "shortlist"]
+__all__ = [
+    "RankStep",
+    "RankedCandidate",
+    "Reads",
+    "best_chunk_per_memory",
+    "read_ahead",
+    "shortlist",
+]
+
+log = structlog.get_logger(__name__)
 
 SHORTLIST = 50
 PER_STAGE = 10
@@ -65,12 +75,14 @@ class RankStep:
         best_score: float,
         *,
         keep_features: bool = False,
+        early: Reads | None = None,
     ) -> list[RankedCandidate]:
         """The short list in the ranker's order (ties: fused order), deleted memories left out."""
         head = shortlist(fused, rankings, max(self.size, query.k), self.per_stage)
         # the fused order needs no features, unless they are asked for (explain, training)
         featured = self.ranker.name != "rrf" or keep_features
-        facts, entities = await self._facts(query, ctx, head, best_chunk, rankings, featured)
+        reads = await self._facts(query, ctx, head, best_chunk, rankings, featured, early)
+        facts, entities = reads.facts, reads.entities
         head = [f for f in head if best_chunk[f.key] in facts]
         shares = np.array([_share(f.score, best_score) for f in head], dtype=np.float64)
         features = np.zeros((len(head), len(FEATURE_NAMES)))
@@ -121,27 +133,108 @@ class RankStep:
         best_chunk: Mapping[UUID, UUID],
         rankings: Mapping[str, Sequence[tuple[UUID, float]]],
         featured: bool,
-    ) -> tuple[dict[UUID, CandidateFacts], dict[UUID, dict[UUID, str]]]:
-        embedding = await ctx.query_embedding() if featured and ctx.embedding_started() else None
-        lexemes = list(ctx.query_lexemes) if featured else []
-        memories = {f.key for f in head}
-        for stage in HIT_STAGES:
-            memories.update(m for m, _ in list(rankings.get(stage, ()))[:TOP_HITS])
-        chunk_ids = [best_chunk[f.key] for f in head]
+        early: Reads | None,
+    ) -> Reads:
+        """What the features need, less what was read ahead."""
+        early = early or Reads()
+        memories = _featured_memories(head, rankings) if featured else set()
+        missing = await _read(
+            query,
+            ctx,
+            [c for c in (best_chunk[f.key] for f in head) if c not in early.facts],
+            [m for m in memories if m not in early.entities],
+            featured=featured,
+        )
+        return Reads({**early.facts, **missing.facts}, {**early.entities, **missing.entities})
 
-        async def read_facts() -> dict[UUID, CandidateFacts]:
-            async with ctx.db.read(query.tenant) as conn:
-                return await candidate_facts(conn, query.tenant, chunk_ids, embedding, lexemes)
 
-        async def read_entities() -> dict[UUID, dict[UUID, str]]:
-            if not featured:
-                return {}
-            async with ctx.db.read(query.tenant) as conn:
-                return await memory_entities(conn, query.tenant, list(memories))
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """The short list's facts (by chunk id) and the entities of its memories (by memory id)."""
 
-        # two sessions at once: the ranking step waits for one round trip, not two
-        facts, entities = await asyncio.gather(read_facts(), read_entities())
-        return facts, entities
+    facts: dict[UUID, CandidateFacts] = field(default_factory=dict)
+    entities: dict[UUID, dict[UUID, str]] = field(default_factory=dict)
+
+
+async def read_ahead(query: RecallRequest, ctx: StageContext) -> Reads:
+    """The ranking step's reads for what the text stages found, started as soon as they finish:
+    the graph stage waits for their hits and runs on after them, so these reads leave the
+    recall's critical path; the ranking step reads only what the later stages add. Never
+    fails: what it could not read is read again by the ranking step."""
+    found = [await ctx.results_of(stage) for stage in HIT_STAGES]
+    rankings = {s: _memories(c) for s, c in zip(HIT_STAGES, found, strict=True)}
+    fused = reciprocal_rank_fusion({s: [m for m, _ in r] for s, r in rankings.items()})
+    head = shortlist(fused, rankings, max(SHORTLIST, query.k), PER_STAGE)
+    best_chunk = best_chunk_per_memory(found)
+    try:
+        return await _read(
+            query,
+            ctx,
+            [best_chunk[f.key] for f in head],
+            list(_featured_memories(head, rankings)),
+            featured=True,
+        )
+    except Exception:  # the ranking step reads what is missing, and reports what fails
+        log.warning("recall.read_ahead_failed", exc_info=True)
+        return Reads()
+
+
+def best_chunk_per_memory(runs: Sequence[Sequence[Candidate]]) -> dict[UUID, UUID]:
+    """For each memory, the chunk from the stage that ranked that memory highest."""
+    best: dict[UUID, tuple[int, UUID]] = {}
+    for candidates in runs:
+        seen: set[UUID] = set()
+        for candidate in candidates:
+            if candidate.memory_id in seen:
+                continue
+            seen.add(candidate.memory_id)
+            if len(seen) < best.get(candidate.memory_id, (10**9,))[0]:
+                best[candidate.memory_id] = (len(seen), candidate.chunk_id)
+    return {memory_id: chunk_id for memory_id, (_, chunk_id) in best.items()}
+
+
+def _memories(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]:
+    """A stage's memories best first (each once)."""
+    return [(m, 0.0) for m in dict.fromkeys(c.memory_id for c in candidates)]
+
+
+def _featured_memories(
+    head: Sequence[Fused[UUID]], rankings: Mapping[str, Sequence[tuple[UUID, float]]]
+) -> set[UUID]:
+    """The memories whose entities the features read: the short list and the first hits."""
+    memories = {f.key for f in head}
+    for stage in HIT_STAGES:
+        memories.update(m for m, _ in list(rankings.get(stage, ()))[:TOP_HITS])
+    return memories
+
+
+async def _read(
+    query: RecallRequest,
+    ctx: StageContext,
+    chunk_ids: list[UUID],
+    memories: list[UUID],
+    *,
+    featured: bool,
+) -> Reads:
+    """The chunks' facts and the memories' entities, on two sessions at once (one round trip
+    to wait for, not two); without features, only which chunks still exist."""
+    embedding = await ctx.query_embedding() if featured and ctx.embedding_started() else None
+    lexemes = list(ctx.query_lexemes) if featured else []
+
+    async def read_facts() -> dict[UUID, CandidateFacts]:
+        if not chunk_ids:
+            return {}
+        async with ctx.db.read(query.tenant) as conn:
+            return await candidate_facts(conn, query.tenant, chunk_ids, embedding, lexemes)
+
+    async def read_entities() -> dict[UUID, dict[UUID, str]]:
+        if not memories:
+            return {}
+        async with ctx.db.read(query.tenant) as conn:
+            return await memory_entities(conn, query.tenant, memories)
+
+    facts, entities = await asyncio.gather(read_facts(), read_entities())
+    return Reads(facts, entities)
 
 
 def _share(score: float, best: float) -> float:
