@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from uuid import UUID
 
 import pytest
 from sqlalchemy import text
 
-from knowmind.graph.base import PPRRun, Subgraph
+from knowmind.graph.base import PPRRun, Subgraph, Walk
 from knowmind.graph.postgres_reader import PostgresGraphReader
 from knowmind.linking.matching import MatchedEntity
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
@@ -37,16 +37,9 @@ class RecordingReader:
     ) -> Subgraph:
         return Subgraph()
 
-    async def personalized_pagerank(
-        self,
-        tenant_id: UUID,
-        seeds: Mapping[UUID, float],
-        hops: int,
-        damping: float,
-        max_iterations: int,
-    ) -> PPRRun:
-        self.seeds.append(dict(seeds))
-        return PPRRun(dict(seeds), set(), 1, "recorded")
+    async def personalized_pagerank(self, walk: Walk) -> PPRRun:
+        self.seeds.append(dict(walk.seeds))
+        return PPRRun(dict(walk.seeds), set(), 1, "recorded")
 
 
 def _context(db, entities: list[MatchedEntity], never: asyncio.Future) -> StageContext:
@@ -157,11 +150,11 @@ async def test_links_of_known_kinds_skip_only_the_look_ups_that_cannot_match(db,
 async def test_postgres_reader_stays_within_its_node_budget(db, hub):
     tenant, entity = hub
     reader = PostgresGraphReader(db, max_nodes=50, links_per_node=1000)
-    run = await reader.personalized_pagerank(tenant, {entity: 1.0}, 2, 0.85, 20)
+    run = await reader.personalized_pagerank(Walk(tenant, {entity: 1.0}, 2, 0.85, 20))
     assert len(run.scores) <= 50
     assert len(run.memories) == 49  # the hub and the first 49 memories reached
     unbounded = await PostgresGraphReader(db).personalized_pagerank(
-        tenant, {entity: 1.0}, 2, 0.85, 20
+        Walk(tenant, {entity: 1.0}, 2, 0.85, 20)
     )
     assert len(unbounded.memories) == 40  # default: 40 links per node
 

@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from knowmind.app import create_app
 from knowmind.db.engine import Database
-from knowmind.graph.base import GraphReader
+from knowmind.graph.base import GraphReader, Walk
 from knowmind.graph.neo4j_mirror import Neo4jMirror
 from knowmind.graph.neo4j_reader import Neo4jGraphReader
 from knowmind.graph.postgres_reader import PostgresGraphReader
@@ -145,7 +145,7 @@ async def reader(request, store_db: Database, world: World) -> AsyncIterator[Gra
 
 
 async def _ppr(reader: GraphReader, tenant: UUID, seeds: dict[UUID, float], hops: int):
-    return await reader.personalized_pagerank(tenant, seeds, hops, D, ITERATIONS)
+    return await reader.personalized_pagerank(Walk(tenant, seeds, hops, D, ITERATIONS))
 
 
 async def test_ppr_on_a_weighted_star_matches_the_closed_form(reader, world):
@@ -286,10 +286,9 @@ async def test_postgres_and_neo4j_backends_agree(mirrored, db, falkordb):  # noq
     try:
         assert await neo4j.has_gds() is False  # the test server has no GDS: power iteration
         for hops in (1, 2, 3):
-            pg = await PostgresGraphReader(db).personalized_pagerank(
-                tenant_id, seeds, hops, 0.85, 20
-            )
-            nj = await neo4j.personalized_pagerank(tenant_id, seeds, hops, 0.85, 20)
+            walk = Walk(tenant_id, seeds, hops, 0.85, 20)
+            pg = await PostgresGraphReader(db).personalized_pagerank(walk)
+            nj = await neo4j.personalized_pagerank(walk)
             assert pg.memories == nj.memories
             assert set(pg.scores) == set(nj.scores)
             for node, score in pg.scores.items():

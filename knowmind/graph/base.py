@@ -16,6 +16,7 @@ __all__ = [
     "Link",
     "PPRRun",
     "Subgraph",
+    "Walk",
     "breadth_first",
     "power_iteration_run",
     "rank_by_power_iteration",
@@ -50,6 +51,18 @@ class Subgraph(Generic[K]):
 
 
 @dataclass(frozen=True, slots=True)
+class Walk:
+    """One Personalized PageRank: restarts at the seeds (their reset weights), over the
+    tenant's graph within ``hops`` of them."""
+
+    tenant_id: UUID
+    seeds: Mapping[UUID, float]
+    hops: int
+    damping: float = 0.85
+    max_iterations: int = 20
+
+
+@dataclass(frozen=True, slots=True)
 class PPRRun:
     scores: dict[UUID, float]
     memories: set[UUID]
@@ -66,29 +79,17 @@ class GraphReader(Protocol):
         """Links among nodes within ``hops`` of the seeds (typed edges and mentions alike)."""
         ...
 
-    async def personalized_pagerank(
-        self,
-        tenant_id: UUID,
-        seeds: Mapping[UUID, float],
-        hops: int,
-        damping: float,
-        max_iterations: int,
-    ) -> PPRRun: ...
+    async def personalized_pagerank(self, walk: Walk) -> PPRRun: ...
 
 
 async def rank_by_power_iteration(
-    reader: GraphReader,
-    tenant_id: UUID,
-    seeds: Mapping[UUID, float],
-    hops: int,
-    damping: float,
-    max_iterations: int,
-    *,
-    max_nodes: int = 5000,
+    reader: GraphReader, walk: Walk, *, max_nodes: int = 5000
 ) -> PPRRun:
     """Fetch the k-hop subgraph and run PPR here: the same numbers whatever the backend."""
-    graph = await reader.subgraph(tenant_id, list(seeds), hops, max_nodes)
-    return power_iteration_run(graph, seeds, damping, max_iterations, lambda node: node)
+    graph = await reader.subgraph(walk.tenant_id, list(walk.seeds), walk.hops, max_nodes)
+    return power_iteration_run(
+        graph, walk.seeds, walk.damping, walk.max_iterations, lambda node: node
+    )
 
 
 def power_iteration_run(

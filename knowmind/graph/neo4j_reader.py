@@ -9,7 +9,7 @@ and the power iteration runs here — the same function the PostgreSQL backend u
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -20,6 +20,7 @@ from knowmind.graph.base import (
     Link,
     PPRRun,
     Subgraph,
+    Walk,
     breadth_first,
     rank_by_power_iteration,
 )
@@ -90,33 +91,18 @@ class Neo4jGraphReader:
 
         return await breadth_first(seeds, hops, max_nodes, links_of, MAX_FRONTIER)
 
-    async def personalized_pagerank(
-        self,
-        tenant_id: UUID,
-        seeds: Mapping[UUID, float],
-        hops: int,
-        damping: float,
-        max_iterations: int,
-    ) -> PPRRun:
+    async def personalized_pagerank(self, walk: Walk) -> PPRRun:
         if not await self.has_gds():
-            return await rank_by_power_iteration(
-                self, tenant_id, seeds, hops, damping, max_iterations
-            )
-        graph = await self.subgraph(tenant_id, list(seeds), hops)
-        return await self._gds_pagerank(tenant_id, graph, seeds, damping, max_iterations)
+            return await rank_by_power_iteration(self, walk)
+        graph = await self.subgraph(walk.tenant_id, list(walk.seeds), walk.hops)
+        return await self._gds_pagerank(walk, graph)
 
-    async def _gds_pagerank(
-        self,
-        tenant_id: UUID,
-        graph: Subgraph[UUID],
-        seeds: Mapping[UUID, float],
-        damping: float,
-        max_iterations: int,
-    ) -> PPRRun:
+    async def _gds_pagerank(self, walk: Walk, graph: Subgraph[UUID]) -> PPRRun:
         """PageRank in GDS over exactly the subgraph fetched above (both directions of each
         link, as the power iteration treats the graph as undirected)."""
         name = f"knowmind-ppr-{uuid.uuid4().hex}"
-        nodes = sorted({str(n) for link in graph.links for n in link} | {str(s) for s in seeds})
+        linked = {str(n) for link in graph.links for n in link}
+        nodes = sorted(linked | {str(s) for s in walk.seeds})
         await self._query(
             "CALL gds.graph.project.cypher($name, "
             "'MATCH (n:Node) WHERE n.tenant = $tenant AND n.id IN $ids RETURN id(n) AS id', "
@@ -125,7 +111,7 @@ class Neo4jGraphReader:
             "RETURN id(a) AS source, id(b) AS target, coalesce(r.confidence, 1.0) AS weight', "
             "{parameters: {tenant: $tenant, ids: $ids}, validateRelationships: false})",
             name=name,
-            tenant=str(tenant_id),
+            tenant=str(walk.tenant_id),
             ids=nodes,
         )
         try:
@@ -137,13 +123,13 @@ class Neo4jGraphReader:
                 "relationshipWeightProperty: 'weight'}) YIELD nodeId, score "
                 "RETURN gds.util.asNode(nodeId).id AS id, score",
                 name=name,
-                tenant=str(tenant_id),
-                damping=damping,
-                iterations=max_iterations,
-                seeds=[{"id": str(s), "weight": w} for s, w in seeds.items()],
+                tenant=str(walk.tenant_id),
+                damping=walk.damping,
+                iterations=walk.max_iterations,
+                seeds=[{"id": str(s), "weight": w} for s, w in walk.seeds.items()],
             )
         finally:
             await self._query("CALL gds.graph.drop($name, false)", name=name)
         total = sum(r["score"] for r in rows) or 1.0
         scores = {UUID(r["id"]): r["score"] / total for r in rows}
-        return PPRRun(scores, graph.memories, max_iterations, "gds")
+        return PPRRun(scores, graph.memories, walk.max_iterations, "gds")

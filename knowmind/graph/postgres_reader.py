@@ -3,7 +3,7 @@ budget (nodes reached, links per node and per hop) so a hub cannot blow up the r
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from uuid import UUID
 
 from knowmind.db.engine import Database
@@ -11,6 +11,7 @@ from knowmind.graph.base import (
     MAX_FRONTIER,
     PPRRun,
     Subgraph,
+    Walk,
     breadth_first,
     power_iteration_run,
 )
@@ -43,17 +44,12 @@ class PostgresGraphReader:
         graph = await self._subgraph(tenant_id, [str(s) for s in seeds], hops, max_nodes)
         return graph.keyed_by(uuid_from_text)
 
-    async def personalized_pagerank(
-        self,
-        tenant_id: UUID,
-        seeds: Mapping[UUID, float],
-        hops: int,
-        damping: float,
-        max_iterations: int,
-    ) -> PPRRun:
-        by_text = {str(node): weight for node, weight in seeds.items()}
-        graph = await self._subgraph(tenant_id, list(by_text), hops, self.max_nodes)
-        return power_iteration_run(graph, by_text, damping, max_iterations, uuid_from_text)
+    async def personalized_pagerank(self, walk: Walk) -> PPRRun:
+        by_text = {str(node): weight for node, weight in walk.seeds.items()}
+        graph = await self._subgraph(walk.tenant_id, list(by_text), walk.hops, self.max_nodes)
+        return power_iteration_run(
+            graph, by_text, walk.damping, walk.max_iterations, uuid_from_text
+        )
 
     async def _subgraph(
         self, tenant_id: UUID, seeds: list[str], hops: int, max_nodes: int

@@ -18,7 +18,7 @@ from collections import defaultdict
 from uuid import UUID
 
 from knowmind.db.tenant_scope import user_of
-from knowmind.graph.base import GraphReader
+from knowmind.graph.base import GraphReader, Walk
 from knowmind.recall.base import Candidate, RecallRequest, StageContext
 from knowmind.store.edges import mentioned_entities
 from knowmind.store.search import first_chunks
@@ -66,7 +66,7 @@ class GraphStage:
             ctx.explain["seeds"] = []
             return []
         result = await self.reader.personalized_pagerank(
-            query.tenant, seeds, query.hops, self.damping, self.max_iterations
+            Walk(query.tenant, seeds, query.hops, self.damping, self.max_iterations)
         )
         # memories the walk reached through links rather than as a text hit
         evidence["linked"] = float(len(result.memories - hits))
