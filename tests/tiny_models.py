@@ -30,14 +30,15 @@ def _bert_parts(directory: Path, num_labels: int | None = None):
 
 
 def build_tiny_sentence_transformer(directory: Path) -> Path:
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import BertModel
 
     tokenizer, config = _bert_parts(directory / "hf")
     BertModel(config).save_pretrained(directory / "hf")
     tokenizer.save_pretrained(directory / "hf")
-    word = models.Transformer(str(directory / "hf"), max_seq_length=64)
-    pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    word = Transformer(str(directory / "hf"), max_seq_length=64)
+    pooling = Pooling(word.get_embedding_dimension(), pooling_mode="mean")
     SentenceTransformer(modules=[word, pooling], device="cpu").save(str(directory / "st"))
     return directory / "st"
 
