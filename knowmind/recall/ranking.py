@@ -4,7 +4,6 @@ the short list is the fused top ``size`` together with each stage's top ``per_st
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -216,24 +215,16 @@ async def _read(
     *,
     featured: bool,
 ) -> Reads:
-    """The chunks' facts and the memories' entities, on two sessions at once (one round trip
-    to wait for, not two); without features, only which chunks still exist."""
+    """The chunks' facts and the memories' entities, on one session (a second one would cost
+    the database more than the round trip it saves); without features, only which chunks
+    still exist."""
+    if not chunk_ids and not memories:
+        return Reads()
     embedding = await ctx.query_embedding() if featured and ctx.embedding_started() else None
     lexemes = list(ctx.query_lexemes) if featured else []
-
-    async def read_facts() -> dict[UUID, CandidateFacts]:
-        if not chunk_ids:
-            return {}
-        async with ctx.db.read(query.tenant) as conn:
-            return await candidate_facts(conn, query.tenant, chunk_ids, embedding, lexemes)
-
-    async def read_entities() -> dict[UUID, dict[UUID, str]]:
-        if not memories:
-            return {}
-        async with ctx.db.read(query.tenant) as conn:
-            return await memory_entities(conn, query.tenant, memories)
-
-    facts, entities = await asyncio.gather(read_facts(), read_entities())
+    async with ctx.db.read(query.tenant) as conn:
+        facts = await candidate_facts(conn, query.tenant, chunk_ids, embedding, lexemes)
+        entities = await memory_entities(conn, query.tenant, memories) if memories else {}
     return Reads(facts, entities)
 
 

@@ -57,6 +57,17 @@ _EXPRESSION = re.compile(
     r")",
     re.IGNORECASE,
 )
+# Every alternative of _EXPRESSION holds one of these words, or a year (a date's too).
+_TIME_WORDS = frozenset((
+    "yesterday", "today", "tonight", "vorgestern", "gestern", "heute", "ago", "week", "month",
+    "year", "weekend", "woche", "wochen", "wochenende", "monat", "monaten", "jahr", "jahren",
+    "tag", "tagen", *f"{_MONTHS}|{_WEEKDAYS}|{_SEASON_WORDS}".split("|"),
+))  # fmt: skip
+_WORD = re.compile(r"\w+")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_MENTIONS: dict[int, bool] = {}
+_REMEMBERED = 200_000  # texts (an int and a bool each: a few MB)
+_REACH = 40  # characters: "a couple of weeks ago", "vor ein paar Jahren", "12. Dezember 2023"
 _BEFORE = re.compile(r"\b(?:before|prior to|until|bis|vor dem|vor der|vorher)\s*$", re.IGNORECASE)
 _AFTER = re.compile(r"\b(?:after|since|seit|nach dem|nach der|nach)\s*$", re.IGNORECASE)
 _WHEN = re.compile(
@@ -85,8 +96,32 @@ def asks_when(question: str) -> bool:
 
 def mentions_time(text: str) -> bool:
     """Whether a text names a time ("yesterday", "last week", "im Mai 2023", "2022-05-07"):
-    the memories that answer a "when" question usually do."""
-    return any(m["expr"].strip().lower() not in _AMBIGUOUS for m in _EXPRESSION.finditer(text))
+    the memories that answer a "when" question usually do. Read per candidate on every
+    recall: remembered per text (by its hash, for the last ``_REMEMBERED`` texts)."""
+    key = hash(text)
+    known = _MENTIONS.get(key)
+    if known is None:
+        if len(_MENTIONS) >= _REMEMBERED:
+            _MENTIONS.clear()
+        known = _MENTIONS[key] = _mentions_time(text)
+    return known
+
+
+def _mentions_time(text: str) -> bool:
+    """The expression runs only around the words every time expression contains (a day,
+    month, season or period word, a unit, "ago", a year): ``_REACH`` characters either side
+    hold the longest expression, and most texts have few such words."""
+    for word in _WORD.finditer(text):
+        token = word.group().lower()
+        if token not in _TIME_WORDS and not _YEAR.fullmatch(token):
+            continue
+        start = text.rfind(" ", 0, max(0, word.start() - _REACH)) + 1
+        end = text.find(" ", word.end() + _REACH)
+        window = text[start : len(text) if end < 0 else end]
+        found = (m["expr"].strip().lower() for m in _EXPRESSION.finditer(window))
+        if any(phrase not in _AMBIGUOUS for phrase in found):
+            return True
+    return False
 
 
 def resolve_window(question: str, reference: datetime) -> TimeWindow | None:
