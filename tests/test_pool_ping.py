@@ -21,7 +21,7 @@ async def _terminate(admin, pid: int) -> None:
     """End a backend and wait until it is gone."""
     async with admin.connect() as conn:
         assert await conn.scalar(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-        for _ in range(100):
+        for _ in range(500):  # up to 10 s: a busy 2-core machine can take a while
             query = "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"
             if not await conn.scalar(text(query), {"pid": pid}):
                 return
