@@ -37,6 +37,7 @@ from knowmind.recall.ranking import (
     RankStep,
     Reads,
     best_chunk_per_memory,
+    memory_ranking,
     read_ahead,
 )
 from knowmind.recall.rerank import RerankStep
@@ -152,7 +153,7 @@ class RecallPipeline:
             timings[run.name] = round(run.elapsed_ms, 2)
 
         fuse_started = time.perf_counter()
-        rankings = {run.name: _memory_ranking(run.candidates) for run in runs}
+        rankings = {run.name: memory_ranking(run.candidates) for run in runs}
         weights = self._weights(rankings, query)
         fused = self._fuse(rankings, weights, query.fusion or self.fusion)
         timings["fuse"] = _ms_since(fuse_started)
@@ -358,14 +359,6 @@ def _recalled(
         ranker_score=ranked.raw,
         features=ranked.features,
     )
-
-
-def _memory_ranking(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]:
-    """The stage's memories best first, each with its best chunk's score."""
-    best: dict[UUID, float] = {}
-    for candidate in candidates:
-        best.setdefault(candidate.memory_id, candidate.score)
-    return list(best.items())
 
 
 def _aware(moment: datetime) -> datetime:

@@ -25,6 +25,7 @@ __all__ = [
     "RankedCandidate",
     "Reads",
     "best_chunk_per_memory",
+    "memory_ranking",
     "read_ahead",
     "shortlist",
 ]
@@ -161,7 +162,7 @@ async def read_ahead(query: RecallRequest, ctx: StageContext) -> Reads:
     recall's critical path; the ranking step reads only what the later stages add. Never
     fails: what it could not read is read again by the ranking step."""
     found = [await ctx.results_of(stage) for stage in HIT_STAGES]
-    rankings = {s: _memories(c) for s, c in zip(HIT_STAGES, found, strict=True)}
+    rankings = {s: memory_ranking(c) for s, c in zip(HIT_STAGES, found, strict=True)}
     fused = reciprocal_rank_fusion({s: [m for m, _ in r] for s, r in rankings.items()})
     head = shortlist(fused, rankings, max(SHORTLIST, query.k), PER_STAGE)
     best_chunk = best_chunk_per_memory(found)
@@ -192,9 +193,12 @@ def best_chunk_per_memory(runs: Sequence[Sequence[Candidate]]) -> dict[UUID, UUI
     return {memory_id: chunk_id for memory_id, (_, chunk_id) in best.items()}
 
 
-def _memories(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]:
-    """A stage's memories best first (each once)."""
-    return [(m, 0.0) for m in dict.fromkeys(c.memory_id for c in candidates)]
+def memory_ranking(candidates: Sequence[Candidate]) -> list[tuple[UUID, float]]:
+    """A stage's memories best first, each with its best chunk's score."""
+    best: dict[UUID, float] = {}
+    for candidate in candidates:
+        best.setdefault(candidate.memory_id, candidate.score)
+    return list(best.items())
 
 
 def _featured_memories(
