@@ -29,6 +29,14 @@ REFERENCE = datetime(2023, 7, 15, 12, 0, tzinfo=UTC)  # a Saturday
         ("What did we do last summer?", date(2022, 6, 1), date(2022, 9, 1)),
         ("Wie war der Urlaub im Sommer 2021?", date(2021, 6, 1), date(2021, 9, 1)),
         ("What did we do last month?", date(2023, 6, 1), date(2023, 7, 1)),
+        # a month word that could be a verb is a month after a preposition of time
+        ("Which outdoor spot did Joanna visit in May?", date(2023, 5, 1), date(2023, 6, 1)),
+        # plans: what lies ahead of the reference time
+        ("What will we do tomorrow?", date(2023, 7, 16), date(2023, 7, 17)),
+        ("Was machen wir morgen?", date(2023, 7, 16), date(2023, 7, 17)),
+        ("What is planned next week?", date(2023, 7, 17), date(2023, 7, 24)),
+        ("Was steht nächsten Monat an?", date(2023, 8, 1), date(2023, 9, 1)),
+        ("Where will she go next summer?", date(2024, 6, 1), date(2024, 9, 1)),
     ],
 )
 def test_a_time_expression_becomes_a_window(question, start, end):
@@ -45,6 +53,15 @@ def test_before_and_after_open_the_window_on_one_side():
     after = resolve_window("Was hat John nach dem 10. Juni 2023 gemacht?", REFERENCE)
     assert after is not None and after.start == datetime(2023, 6, 11, tzinfo=UTC)
     assert after.end.year == 9999
+
+
+def test_since_and_until_include_the_time_they_name():
+    since = resolve_window("Was hat sie seit März 2023 gemacht?", REFERENCE)
+    assert since is not None and since.start == datetime(2023, 3, 1, tzinfo=UTC)
+    assert since.end.year == 9999
+    until = resolve_window("How many pets did Andrew have, as of September 2023?", REFERENCE)
+    assert until is not None and until.end == datetime(2023, 10, 1, tzinfo=UTC)
+    assert until.start.year == 1 and until.phrase == "until September 2023"
 
 
 def test_questions_without_a_time_name_no_window():
@@ -71,7 +88,17 @@ def test_texts_that_state_a_time():
         "Wir waren letzte Woche in Hamburg.",
         "The concert was on 12 May 2023.",
         "Vor zwei Jahren habe ich angefangen zu malen.",
+        "Alright, see you tomorrow!",  # a plan
+        "Let's do it next month when the weather is better.",
+        "I've had them for 3 years now and they bring me joy.",  # a span: dates its start
+        "Ich spiele seit zwei Jahren Geige.",
+        "It happened in May.",
     ):
         assert mentions_time(text), text
-    for text in ("You may like it.", "Das Projekt Atlas leitet Jan Becker.", "Yes, that one!"):
+    for text in (
+        "You may like it.",
+        "Das Projekt Atlas leitet Jan Becker.",
+        "Yes, that one!",
+        "Guten Morgen, Jan!",  # a greeting, not "tomorrow"
+    ):
         assert not mentions_time(text), text

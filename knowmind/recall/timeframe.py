@@ -11,6 +11,7 @@ reference time, and its period (day, week, month, year) becomes the window. Seas
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -23,7 +24,7 @@ _MONTHS = (
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|okt|nov|dec|dez"
 )
 _UNITS_EN = r"days?|weeks?|months?|years?"
-_UNITS_DE = r"tag(?:en)?|wochen?|monat(?:en)?|jahr(?:en)?"
+_UNITS_DE = r"tag(?:en|e)?|wochen?|monat(?:en|e)?|jahr(?:en|e)?"
 _NUMBER = (
     r"\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|couple of|a couple of|"
     r"einem|einer|zwei|drei|vier|fünf|sechs|sieben|acht|neun|zehn|ein paar|einigen"
@@ -33,6 +34,7 @@ _WEEKDAYS = (
     r"montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonnabend|sonntag"
 )
 _LAST = r"last|past|previous|this|letzte[nmrs]?|vergangene[nmrs]?|vorige[nmrs]?|diese[nmrs]?"
+_NEXT = r"next|coming|nächste[nmrs]?|kommende[nmrs]?"
 _PERIOD_WORDS = r"week|month|year|weekend|woche|monat|jahr|wochenende|" + _WEEKDAYS
 _SEASONS = {
     "spring": 3, "frühling": 3, "frühjahr": 3, "summer": 6, "sommer": 6,
@@ -43,10 +45,12 @@ _SEASON_WORDS = "|".join(_SEASONS)
 # Each alternative is one expression dateparser can date (or a season, handled here).
 _EXPRESSION = re.compile(
     r"(?P<expr>"
-    r"\b(?:yesterday|today|tonight|vorgestern|gestern|heute)\b"
+    r"\b(?:yesterday|today|tonight|tomorrow|vorgestern|gestern|heute|übermorgen)\b"
+    r"|(?<!guten )(?<!heute )(?<!gestern )\bmorgen\b"
     rf"|\b(?:{_NUMBER})\s+(?:{_UNITS_EN})\s+ago\b"
     rf"|\bvor\s+(?:{_NUMBER})\s+(?:{_UNITS_DE})\b"
-    rf"|\b(?:{_LAST})\s+(?:{_PERIOD_WORDS}|{_SEASON_WORDS})\b"
+    rf"|\bin\s+(?:{_NUMBER})\s+(?:{_UNITS_EN}|{_UNITS_DE})\b"
+    rf"|\b(?:{_LAST}|{_NEXT})\s+(?:{_PERIOD_WORDS}|{_SEASON_WORDS})\b"
     rf"|\b(?:in\s+|im\s+)?(?:{_SEASON_WORDS})(?:\s+(?:of\s+)?\d{{4}})?\b"
     rf"|\b\d{{1,2}}\.?\s+(?:{_MONTHS})\.?(?:,?\s+\d{{4}})?\b"
     rf"|\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"
@@ -57,26 +61,44 @@ _EXPRESSION = re.compile(
     r")",
     re.IGNORECASE,
 )
-# Every alternative of _EXPRESSION holds one of these words, or a year (a date's too).
+# A span of time a text states ("for three years", "seit zwei Wochen", "four months now"): it
+# dates what it speaks of (against when it was said) but names no window of its own.
+_DURATION = re.compile(
+    rf"\b(?:for|seit)\s+(?:about\s+|almost\s+|over\s+|etwa\s+|fast\s+|über\s+)?"
+    rf"(?:{_NUMBER})\s+(?:{_UNITS_EN}|{_UNITS_DE})\b"
+    rf"|\b(?:{_NUMBER})\s+(?:{_UNITS_EN})\s+(?:now|later|earlier|before|after)\b",
+    re.IGNORECASE,
+)
+# Every alternative of _EXPRESSION and _DURATION holds one of these words, or a year (a date's too).
 _TIME_WORDS = frozenset((
-    "yesterday", "today", "tonight", "vorgestern", "gestern", "heute", "ago", "week", "month",
-    "year", "weekend", "woche", "wochen", "wochenende", "monat", "monaten", "jahr", "jahren",
-    "tag", "tagen", *f"{_MONTHS}|{_WEEKDAYS}|{_SEASON_WORDS}".split("|"),
+    "yesterday", "today", "tonight", "tomorrow", "vorgestern", "gestern", "heute", "morgen",
+    "übermorgen", "ago", "day", "days", "week", "weeks", "month", "months", "year", "years",
+    "weekend", "woche", "wochen", "wochenende", "monat", "monate", "monaten", "jahr", "jahre",
+    "jahren", "tag", "tage", "tagen", *f"{_MONTHS}|{_WEEKDAYS}|{_SEASON_WORDS}".split("|"),
 ))  # fmt: skip
 _WORD = re.compile(r"\w+")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _MENTIONS: dict[int, bool] = {}
 _REMEMBERED = 50_000  # texts (a hash and a bool each: about 4 MB)
 _REACH = 40  # characters: "a couple of weeks ago", "vor ein paar Jahren", "12. Dezember 2023"
-_BEFORE = re.compile(r"\b(?:before|prior to|until|bis|vor dem|vor der|vorher)\s*$", re.IGNORECASE)
-_AFTER = re.compile(r"\b(?:after|since|seit|nach dem|nach der|nach)\s*$", re.IGNORECASE)
+_BEFORE = re.compile(r"\b(?:before|prior to|vor dem|vor der|vorher)\s*$", re.IGNORECASE)
+# up to the end of the time named: "as of December 2023", "by May", "bis Ende Mai"
+_UNTIL = re.compile(r"\b(?:as of|by|until|till|bis(?: zum| zur| ende| end)?)\s*$", re.IGNORECASE)
+_AFTER = re.compile(r"\b(?:after|nach dem|nach der|nach)\s*$", re.IGNORECASE)
+_SINCE = re.compile(r"\b(?:since|seit(?: dem| der)?)\s*$", re.IGNORECASE)  # the time named included
 _WHEN = re.compile(
     r"^\s*(?:when|what (?:date|day|month|year|time)|which (?:date|day|month|year)|"
     r"how long ago|wann|an welchem tag|in welchem (?:jahr|monat)|seit wann|wie lange her)\b",
     re.IGNORECASE,
 )
-# "may" alone is a verb far more often than a month; so is "march" now and then
+# "may" alone is a verb far more often than a month; so is "march" now and then — unless a
+# preposition that takes a time stands before it ("in May", "since March", "im Mai")
 _AMBIGUOUS = {"may", "mar", "march", "jan", "sep", "aug", "dec", "nov", "oct"}
+_TIME_PREPOSITION = re.compile(
+    r"\b(?:in|im|during|since|until|till|by|before|after|of|early|late|mid|seit|bis|vor|nach|"
+    r"ab|anfang|ende|mitte)\s*$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,19 +140,26 @@ def _mentions_time(text: str) -> bool:
         start = text.rfind(" ", 0, max(0, word.start() - _REACH)) + 1
         end = text.find(" ", word.end() + _REACH)
         window = text[start : len(text) if end < 0 else end]
-        found = (m["expr"].strip().lower() for m in _EXPRESSION.finditer(window))
-        if any(phrase not in _AMBIGUOUS for phrase in found):
+        if any(True for _ in _time_phrases(window)) or _DURATION.search(window):
             return True
     return False
+
+
+def _time_phrases(text: str) -> Iterator[re.Match[str]]:
+    """The time expressions in ``text``, but for a lone ambiguous month word ("may") with no
+    preposition before it."""
+    for match in _EXPRESSION.finditer(text):
+        phrase = match["expr"].strip().lower()
+        if phrase in _AMBIGUOUS and not _TIME_PREPOSITION.search(text[: match.start()]):
+            continue
+        yield match
 
 
 def resolve_window(question: str, reference: datetime) -> TimeWindow | None:
     """The event-time window the question's first time expression names, relative to
     ``reference`` (which must be timezone-aware); None when it names none."""
-    for match in _EXPRESSION.finditer(question):
+    for match in _time_phrases(question):
         phrase = match["expr"].strip()
-        if phrase.lower() in _AMBIGUOUS:
-            continue
         try:
             window = _window(phrase, reference)
         except (ValueError, OverflowError):  # a window beyond the years 1 to 9999
@@ -142,6 +171,10 @@ def resolve_window(question: str, reference: datetime) -> TimeWindow | None:
             return TimeWindow(_EPOCH, window.start, f"before {phrase}")
         if _AFTER.search(before):
             return TimeWindow(window.end, _FAR, f"after {phrase}")
+        if _SINCE.search(before):
+            return TimeWindow(window.start, _FAR, f"since {phrase}")
+        if _UNTIL.search(before):
+            return TimeWindow(_EPOCH, window.end, f"until {phrase}")
         return window
     return None
 
@@ -185,6 +218,8 @@ def _season(phrase: str, reference: datetime) -> TimeWindow | None:
             ends = _add_months(begun, 3)
             if ends > reference.date():  # still running: "last summer" is the one before
                 year -= 1
+        elif any(w.startswith(("next", "coming", "nächst", "kommend")) for w in words):
+            year = reference.year + (reference.month >= first)  # the next one not yet begun
     start = date(year, first, 1)
     return _span(start, _add_months(start, 3), phrase, reference)
 
