@@ -159,6 +159,11 @@ class LLMSetup:
     weights_dir: str = ""
 
 
+#: The ``llm_*`` settings ``LLMSetup`` takes as they are, named without the prefix (the others:
+#: ``llm_models`` becomes ``allowed_models``, ``llm_timeout_seconds`` ``timeout_s``).
+_LLM_AS_IS = ("provider", "model", "base_url", "api_key", "retries", "threads", "weights_dir")
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
     """The embedder and the reranker."""
@@ -219,15 +224,9 @@ class ModelSettings:
     @property
     def llm_setup(self) -> LLMSetup:
         return LLMSetup(
-            provider=self.llm_provider,
-            model=self.llm_model,
             allowed_models=tuple(m.strip() for m in self.llm_models.split(",") if m.strip()),
-            base_url=self.llm_base_url,
-            api_key=self.llm_api_key,
             timeout_s=self.llm_timeout_seconds,
-            retries=self.llm_retries,
-            threads=self.llm_threads,
-            weights_dir=self.llm_weights_dir,
+            **{name: getattr(self, f"llm_{name}") for name in _LLM_AS_IS},
         )
 
     @property

@@ -59,8 +59,10 @@ def content_sha256(content: str) -> bytes:
     return hashlib.sha256(content.encode()).digest()
 
 
+#: Where in the tenant a memory belongs (None: shared).
+_SCOPES = ("user_id", "agent_id", "session_id")
 #: The draft's fields that make a memory another one than the same content without them.
-_IDENTITY = ("user_id", "agent_id", "session_id", "speaker", "role", "occurred_at")
+_IDENTITY = (*_SCOPES, "speaker", "role", "occurred_at")
 
 
 def memory_key(draft: MemoryDraft) -> bytes:
@@ -253,18 +255,12 @@ async def _close_for_superseding(
     raise ConflictError(f"memory {target_id} was already superseded")
 
 
+#: What a new version takes over from the one it supersedes as it is (and its tags, as a tuple).
+_SUCCESSOR_KEEPS = ("memory_type", "source", "domain", "metadata", *_SCOPES)
+
+
 def _successor(old: MemoryRow, title: str | None, content: str) -> MemoryDraft:
     """The new version: the old one's type, tags, source and scopes (not its speaker nor its
     event time: it is said now)."""
-    return MemoryDraft(
-        title=title,
-        content=content,
-        memory_type=old.memory_type,
-        tags=tuple(old.tags),
-        source=old.source,
-        domain=old.domain,
-        metadata=old.metadata,
-        user_id=old.user_id,
-        agent_id=old.agent_id,
-        session_id=old.session_id,
-    )
+    kept = {name: getattr(old, name) for name in _SUCCESSOR_KEEPS}
+    return MemoryDraft(title=title, content=content, tags=tuple(old.tags), **kept)
