@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 import msgspec
@@ -33,6 +34,8 @@ from knowmind.client.types import (
 __all__ = ["CONVERSATION_PART", "AsyncTransport", "RetryPolicy", "SyncTransport"]
 
 T = TypeVar("T")
+_HttpxTransport = TypeVar("_HttpxTransport", httpx.BaseTransport, httpx.AsyncBaseTransport)
+_HttpxClient = TypeVar("_HttpxClient", httpx.Client, httpx.AsyncClient)
 _RETRY_STATUSES = frozenset({429, 503})
 
 
@@ -68,15 +71,6 @@ def _raise_for(response: httpx.Response) -> None:
 def _decode(response: httpx.Response, decode: Callable[[bytes], T]) -> T:
     _raise_for(response)
     return decode(response.content)
-
-
-def _connection(url: str, token: str, timeout_s: float) -> dict[str, Any]:
-    """What both clients' httpx clients are made with."""
-    return {
-        "base_url": url.rstrip("/"),
-        "headers": {"Authorization": f"Bearer {token}"},
-        "timeout": timeout_s,
-    }
 
 
 _json = json_body
@@ -154,8 +148,9 @@ def _request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.R
     return http.build_request(call.method, call.path, **call.request())
 
 
-class SyncTransport:
-    """Runs calls blocking, retrying refusals (429, 503) and connections not made."""
+class _Transport(ABC, Generic[_HttpxTransport, _HttpxClient]):
+    """What both transports are made with: the server's URL and a token, the retry policy, and
+    optionally the httpx transport their httpx client sends through (a test's mock one)."""
 
     def __init__(
         self,
@@ -164,10 +159,26 @@ class SyncTransport:
         *,
         timeout_s: float = 60.0,
         retry: RetryPolicy | None = None,
-        transport: httpx.BaseTransport | None = None,
+        transport: _HttpxTransport | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
-        self._http = httpx.Client(transport=transport, **_connection(url, token, timeout_s))
+        self._http: _HttpxClient = self._client(
+            transport,
+            base_url=url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+        )
+
+    @abstractmethod
+    def _client(self, transport: _HttpxTransport | None, **options: Any) -> _HttpxClient:
+        """The httpx client (blocking or asyncio) the transport sends with."""
+
+
+class SyncTransport(_Transport[httpx.BaseTransport, httpx.Client]):
+    """Runs calls blocking, retrying refusals (429, 503) and connections not made."""
+
+    def _client(self, transport: httpx.BaseTransport | None, **options: Any) -> httpx.Client:
+        return httpx.Client(transport=transport, **options)
 
     def close(self) -> None:
         self._http.close()
@@ -237,20 +248,13 @@ class SyncTransport:
         return _merged(parts)
 
 
-class AsyncTransport:
+class AsyncTransport(_Transport[httpx.AsyncBaseTransport, httpx.AsyncClient]):
     """The asyncio twin of :class:`SyncTransport`."""
 
-    def __init__(
-        self,
-        url: str,
-        token: str,
-        *,
-        timeout_s: float = 60.0,
-        retry: RetryPolicy | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.retry = retry or RetryPolicy()
-        self._http = httpx.AsyncClient(transport=transport, **_connection(url, token, timeout_s))
+    def _client(
+        self, transport: httpx.AsyncBaseTransport | None, **options: Any
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=transport, **options)
 
     async def aclose(self) -> None:
         await self._http.aclose()
