@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from knowmind.db.engine import Database
 from knowmind.runtime.database import DatabaseParts
 from knowmind.runtime.graph import GraphParts
 from knowmind.runtime.models import ModelParts
@@ -18,7 +19,7 @@ from knowmind.services.health import HealthService, HostFacts
 from knowmind.services.limits import RequestLimits
 from knowmind.services.load import LoadService
 from knowmind.services.tenant_archive import TenantArchiveService
-from knowmind.settings import Settings
+from knowmind.settings import ServerSettings, Settings
 
 __all__ = ["AdminParts", "build_admin"]
 
@@ -43,15 +44,9 @@ def build_admin(
     workers: WorkerParts,
 ) -> AdminParts:
     db, model_id, dim = database.db, models.embedder.model_id, models.embedder.dim
-    server = settings.server
-    limits = RequestLimits.of(
-        server.rate_limit_per_second, server.rate_limit_burst, server.auth_failures_before_lockout
-    )
     return AdminParts(
         admin=AdminService(db, model_id, dim),
-        access=AccessControl(
-            db, server.admin_token, limits, TrustedProxies(server.trusted_proxies)
-        ),
+        access=_access(db, settings.server),
         erasure=ErasureService(
             db,
             graph.service,
@@ -60,35 +55,35 @@ def build_admin(
         ),
         audit=AuditService(db),
         tenant_archive=TenantArchiveService(db, model_id, dim),
-        health=_health(settings, database, models, graph, recall, workers),
+        health=HealthService(
+            db,
+            models.embedder,
+            recall.pipeline,
+            graph.reader,
+            graph.mirror,
+            _host_facts(settings, models),
+            jobs_running=lambda: workers.background.running(JOBS_TASK),
+            warmup=models.warmup,
+        ),
         load=LoadService(db, models.embedder, recall.service.gate),
     )
 
 
-def _health(
-    settings: Settings,
-    database: DatabaseParts,
-    models: ModelParts,
-    graph: GraphParts,
-    recall: RecallParts,
-    workers: WorkerParts,
-) -> HealthService:
+def _access(db: Database, server: ServerSettings) -> AccessControl:
+    limits = RequestLimits.of(
+        server.rate_limit_per_second, server.rate_limit_burst, server.auth_failures_before_lockout
+    )
+    return AccessControl(db, server.admin_token, limits, TrustedProxies(server.trusted_proxies))
+
+
+def _host_facts(settings: Settings, models: ModelParts) -> HostFacts:
+    """What the health report says of this process's models and extractors."""
     llm = models.llm
-    facts = HostFacts(
+    return HostFacts(
         settings.models.embedder,
         tuple(settings.ingest.extractor_list),
         llm_provider=llm.provider if llm else "none",
         llm_model=llm.model if llm else None,
         llm_configured=settings.models.llm_provider,
         llm_reason=models.llm_problem,
-    )
-    return HealthService(
-        database.db,
-        models.embedder,
-        recall.pipeline,
-        graph.reader,
-        graph.mirror,
-        facts,
-        jobs_running=lambda: workers.background.running(JOBS_TASK),
-        warmup=models.warmup,
     )
