@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.db.engine import tenant_write_lock_key
 from knowmind.db.tenant_scope import user_of
-from knowmind.store.scalars import maybe_id, one_id
+from knowmind.store.scalars import dict_rows, maybe_id, one_id
 from knowmind.store.sql import Conn, fetch, fetchrow
 
 __all__ = [
@@ -233,7 +233,8 @@ async def node_relations(
     """Edges out of and into a node, and mentions (as MENTIONS memory → entity). Current edges
     only; with ``closed`` also those that no longer hold (``valid_to`` set)."""
     current = "" if closed else " AND valid_to IS NULL"
-    rows = await conn.execute(
+    return await dict_rows(
+        conn,
         text(
             "WITH rel AS ("
             " SELECT predicate, 'out' AS direction, confidence, derived, to_id AS node_id, "
@@ -257,7 +258,6 @@ async def node_relations(
         ),
         {"t": tenant_id, "n": node_id},
     )
-    return [dict(r._mapping) for r in rows]
 
 
 # (a, a kind, b, b kind, weight) with the nodes' ids as text

@@ -13,6 +13,8 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import dict_rows
+
 __all__ = [
     "CurrentFact",
     "close_edge",
@@ -110,21 +112,22 @@ async def fact_audit_entries(
     conn: AsyncConnection, tenant_id: UUID, memory_id: UUID, action: str
 ) -> list[dict[str, Any]]:
     """The tenant's audit entries of ``action`` that name the memory, oldest first."""
-    rows = await conn.execute(
+    return await dict_rows(
+        conn,
         text(
             "SELECT id, at, actor, detail FROM audit_log WHERE tenant_id = :t "
             "AND targets @> ARRAY[CAST(:m AS text)] AND action = :a ORDER BY id"
         ),
         {"t": tenant_id, "m": str(memory_id), "a": action},
     )
-    return [dict(r._mapping) for r in rows]
 
 
 async def supersedes_edges(
     conn: AsyncConnection, tenant_id: UUID, memory_id: UUID
 ) -> list[dict[str, Any]]:
     """The memory's ``SUPERSEDES`` edges, either way: (new, old, created_at, properties)."""
-    rows = await conn.execute(
+    return await dict_rows(
+        conn,
         text(
             "SELECT from_id AS new_id, to_id AS old_id, created_at, properties FROM edges "
             "WHERE tenant_id = :t AND predicate = 'SUPERSEDES' AND (from_id = :m OR to_id = :m) "
@@ -132,7 +135,6 @@ async def supersedes_edges(
         ),
         {"t": tenant_id, "m": memory_id},
     )
-    return [dict(r._mapping) for r in rows]
 
 
 async def entity_names(

@@ -223,15 +223,10 @@ async def put_job_part(
 
 async def job_parts(conn: AsyncConnection, tenant_id: UUID, job_id: UUID) -> list[bytes]:
     """The parts a job's steps stored, in order (parts 0, 1, ... without a gap)."""
-    rows = (
-        await conn.execute(
-            text(
-                "SELECT part, data FROM job_parts WHERE tenant_id = :t AND job_id = :j "
-                "ORDER BY part"
-            ),
-            {"t": tenant_id, "j": job_id},
-        )
-    ).all()
+    rows = await conn.execute(
+        text("SELECT part, data FROM job_parts WHERE tenant_id = :t AND job_id = :j ORDER BY part"),
+        {"t": tenant_id, "j": job_id},
+    )
     parts = []
     for expected, row in enumerate(rows):
         if row.part != expected:

@@ -8,6 +8,8 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.scalars import dict_rows
+
 __all__ = ["insert_classes", "insert_predicate", "load_extensions"]
 
 
@@ -18,7 +20,8 @@ async def load_extensions(
         text("SELECT name, description FROM ontology_classes WHERE tenant_id = :t"),
         {"t": tenant_id},
     )
-    predicates = await conn.execute(
+    predicates = await dict_rows(
+        conn,
         text(
             "SELECT name, subject_classes, object_classes, inverse, is_symmetric AS symmetric, "
             "description, single_valued "
@@ -26,7 +29,7 @@ async def load_extensions(
         ),
         {"t": tenant_id},
     )
-    return [tuple(r) for r in classes], [dict(r._mapping) for r in predicates]
+    return [tuple(r) for r in classes], predicates
 
 
 async def insert_classes(conn: AsyncConnection, tenant_id: UUID, names: list[str]) -> None:

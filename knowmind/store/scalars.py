@@ -1,4 +1,5 @@
-"""Typed single values read back from a statement (``RETURNING id``, ``SELECT status``)."""
+"""Typed values read back from a statement: single values (``RETURNING id``, ``SELECT
+status``) and rows as dicts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from uuid import UUID
 from sqlalchemy import Executable
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["maybe_id", "one_id", "one_str"]
+__all__ = ["dict_rows", "maybe_id", "one_id", "one_str"]
 
 
 async def maybe_id(
@@ -36,3 +37,10 @@ async def one_str(conn: AsyncConnection, statement: Executable, params: Mapping[
     if isinstance(value, str):
         return value
     raise TypeError(f"expected a text column, got {type(value).__name__}")
+
+
+async def dict_rows(
+    conn: AsyncConnection, statement: Executable, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Every row as a dict of its columns."""
+    return [dict(row._mapping) for row in await conn.execute(statement, params)]
