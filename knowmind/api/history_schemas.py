@@ -4,8 +4,7 @@ single-valued fact it stated changed) and automatic fact updates."""
 
 from __future__ import annotations
 
-import msgspec
-
+from knowmind.api.outputs import response
 from knowmind.contract.responses import MemoryHistoryOut
 from knowmind.services.facts import MemoryHistory
 
@@ -13,4 +12,4 @@ __all__ = ["history_out"]
 
 
 def history_out(history: MemoryHistory) -> MemoryHistoryOut:
-    return msgspec.convert(history, MemoryHistoryOut, from_attributes=True)
+    return response(history, MemoryHistoryOut)

@@ -5,7 +5,9 @@ used by the REST controllers (which wrap the dicts in their msgspec structs) and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from knowmind.recall.pipeline import RecalledMemory, RecallOutcome
 from knowmind.services.answer import AnswerResult
@@ -24,7 +26,10 @@ __all__ = [
     "recall_hit",
     "recall_result",
     "remembered",
+    "response",
 ]
+
+R = TypeVar("R", bound=msgspec.Struct)
 
 #: Content shown per memory in MCP listings (the full text is one REST call away).
 PREVIEW_CHARS = 1000
@@ -42,6 +47,12 @@ _RELATION_FIELDS = (
     "subject",
     "subject_class",
 )
+
+
+def response(result: object, kind: type[R]) -> R:
+    """The response record ``kind`` of a service's result: each field from the result's
+    attribute of that name."""
+    return msgspec.convert(result, kind, from_attributes=True)
 
 
 def _pick(result: object, *names: str) -> dict[str, Any]:

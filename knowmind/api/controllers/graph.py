@@ -13,6 +13,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
 from knowmind.api.graph_schemas import EntityIn, LinkIn, PredicateIn
 from knowmind.api.guards import TENANT_WRITE
+from knowmind.api.outputs import response
 from knowmind.contract.responses import (
     EntityHit,
     EntityOut,
@@ -34,8 +35,7 @@ _EDGE_EDIT = {**TENANT_WRITE, "errors": (404,)}
 
 
 def entity_out(row: EntityRow, created: bool | None = None) -> EntityOut:
-    entity = msgspec.convert(row, EntityOut, from_attributes=True)
-    return msgspec.structs.replace(entity, created=created)
+    return msgspec.structs.replace(response(row, EntityOut), created=created)
 
 
 class EntityController(Controller):

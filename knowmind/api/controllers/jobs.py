@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from uuid import UUID
 
-import msgspec
 from litestar import Controller, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 
+from knowmind.api.outputs import response
 from knowmind.contract.responses import JobOut
 from knowmind.services.auth import Principal
-from knowmind.services.jobs import JobRow, JobService
+from knowmind.services.jobs import JobService
 
-__all__ = ["JobController", "job_out"]
-
-
-def job_out(row: JobRow) -> JobOut:
-    return msgspec.convert(row, JobOut, from_attributes=True)
+__all__ = ["JobController"]
 
 
 class JobController(Controller):
@@ -35,4 +31,4 @@ class JobController(Controller):
 
         An extraction, a large document stored in steps, a summary tree: its status, attempts,
         progress and, once done, its result."""
-        return job_out(await jobs.get(principal, job_id))
+        return response(await jobs.get(principal, job_id), JobOut)

@@ -12,12 +12,13 @@ from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from knowmind.api.outputs import response
 from knowmind.contract.limits import CHUNK_PLACEHOLDER, EXTRACTION_PROMPT_MAX_CHARS, ModelName
 from knowmind.contract.responses import TenantSettingsOut
 from knowmind.errors import InvalidInputError
 from knowmind.services.answer import AnswerService
 from knowmind.services.auth import Principal
-from knowmind.services.tenant_settings import TenantSettings, TenantSettingsService
+from knowmind.services.tenant_settings import TenantSettingsService
 
 __all__ = ["SettingsController"]
 
@@ -40,10 +41,6 @@ class TenantSettingsIn(Struct, forbid_unknown_fields=True):
     ) = UNSET
 
 
-def _out(settings: TenantSettings) -> TenantSettingsOut:
-    return msgspec.convert(settings, TenantSettingsOut, from_attributes=True)
-
-
 class SettingsController(Controller):
     path = "/v1/settings"
     tags = ["settings"]
@@ -57,7 +54,7 @@ class SettingsController(Controller):
         """Read the tenant's settings.
 
         The tenant's settings (unset ones show the default)."""
-        return _out(await tenant_settings.get(principal))
+        return response(await tenant_settings.get(principal), TenantSettingsOut)
 
     @patch("/", opt={"scope": "admin", "tenant_wide": True}, status_code=HTTP_200_OK)
     async def change(
@@ -83,4 +80,4 @@ class SettingsController(Controller):
             problem = answers.model_problem(model)
             if problem:
                 raise InvalidInputError("llm_model", problem)
-        return _out(await tenant_settings.update(principal, changes))
+        return response(await tenant_settings.update(principal, changes), TenantSettingsOut)
