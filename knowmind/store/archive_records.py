@@ -84,6 +84,9 @@ class Document(msgspec.Struct, tag="document", **_TAGGED):
     updated_at: datetime
 
 
+# Declared field by field on purpose, like every record here: the memory fields of
+# ``contract.records.MemoryText`` and the event time and scopes of ``store.rows.MemoryRow`` are
+# alike today, but an archive of format version 1 must read the same after those change.
 class Memory(msgspec.Struct, tag="memory", **_TAGGED):
     id: UUID
     title: str | None
