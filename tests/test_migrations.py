@@ -284,3 +284,35 @@ def test_only_embeddings_of_at_most_half_a_page_are_kept_inline(
         "chunks": expected,
         "summary_nodes": expected,
     }
+
+
+async def _insert_two_memories(url: str) -> None:
+    engine = make_engine(url, 1)
+    async with engine.begin() as conn:
+        tenant = (
+            await conn.execute(
+                text(
+                    "INSERT INTO tenants (name, embedding_model, embedding_dim) "
+                    "VALUES ('t', 'model-x', 8) RETURNING id"
+                )
+            )
+        ).scalar_one()
+        for n, content in enumerate(("We moved here last May.", "The kitchen is blue.")):
+            await conn.execute(
+                text(
+                    "INSERT INTO memories (tenant_id, content, content_sha256) "
+                    "VALUES (:tenant, :content, :sha)"
+                ),
+                {"tenant": tenant, "content": content, "sha": bytes([n]) * 32},
+            )
+    await engine.dispose()
+
+
+def test_whether_a_memory_states_a_time_is_backfilled(empty_database_url):
+    url = empty_database_url
+    upgrade(url, "model-x", 8)
+    downgrade(url, "0022")
+    asyncio.run(_insert_two_memories(url))
+    upgrade(url, "model-x", 8)
+    rows = asyncio.run(_rows(url, "SELECT content, states_time FROM memories ORDER BY content"))
+    assert rows == [("The kitchen is blue.", False), ("We moved here last May.", True)]

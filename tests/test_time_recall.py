@@ -83,3 +83,22 @@ async def test_without_a_time_the_time_stage_stays_out(client, tenant):
     ).json()
     assert body["explain"]["time_window"] is None
     assert all(hit["stages"]["time"] is None for hit in body["results"])
+
+
+async def test_a_when_question_searches_what_states_a_time(client, tenant):
+    """A "when" question names no time: the time stage searches only the memories whose text states
+    one (``memories.states_time``, set on write)."""
+    stating = ("I adopted a puppy named Toby last week.", "My sister visited me yesterday.")
+    plain = ("Toby is a golden retriever who loves the park.", "The park has a big meadow.")
+    await _store(client, tenant, [{"content": c, "speaker": "Andrew"} for c in stating + plain])
+    body = (
+        await client.post(
+            "/v1/recall",
+            json={"query": "When did Andrew adopt Toby?", "k": 4, "explain": True},
+            headers=tenant.read,
+        )
+    ).json()
+    assert body["explain"]["time_window"] is None
+    by_time = {hit["content"] for hit in body["results"] if hit["stages"]["time"] is not None}
+    assert stating[0] in by_time
+    assert by_time <= set(stating), by_time

@@ -93,6 +93,7 @@ def test_texts_that_state_a_time():
         "I've had them for 3 years now and they bring me joy.",  # a span: dates its start
         "Ich spiele seit zwei Jahren Geige.",
         "It happened in May.",
+        "We moved here last May.",
     ):
         assert mentions_time(text), text
     for text in (

@@ -95,8 +95,8 @@ _WHEN = re.compile(
 # preposition that takes a time stands before it ("in May", "since March", "im Mai")
 _AMBIGUOUS = {"may", "mar", "march", "jan", "sep", "aug", "dec", "nov", "oct"}
 _TIME_PREPOSITION = re.compile(
-    r"\b(?:in|im|during|since|until|till|by|before|after|of|early|late|mid|seit|bis|vor|nach|"
-    r"ab|anfang|ende|mitte)\s*$",
+    r"\b(?:in|im|during|since|until|till|by|before|after|of|early|late|mid|last|this|next|"
+    r"seit|bis|vor|nach|ab|anfang|ende|mitte)\s*$",
     re.IGNORECASE,
 )
 

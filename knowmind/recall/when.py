@@ -5,7 +5,10 @@ falls in the window it names, nearest to the question first.
 The window is resolved once per recall against the question's reference time (the request's
 ``reference_time``, else its ``as_of``, else now; ``recall.timeframe``) and shared through the
 stage context: the ranker reads it too (whether each candidate lies in it, and how far off).
-A question without a time expression makes no query.
+A "when"/"wann" question that names no time is answered from the memories whose text states
+one ("yesterday", "last May", "for three years now"; ``memories.states_time``), nearest to the
+question first: the turn that says when something happened often shares few words with the
+question. Any other question makes no query.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ class TimeStage:
             ctx.explain["time_window"] = None if window is None else window.explain()
         ctx.signals[self.name] = {"window": float(window is not None)}
         if window is None:
-            return []
+            if not ctx.asks_when:
+                return []
+            stating = replace(query.filters, states_time=True)
+            return await self.vector.nearest(query, ctx, stating)
         filters = query.filters
         start = max(window.start, filters.occurred_after or window.start)
         end = min(window.end, filters.occurred_before or window.end)

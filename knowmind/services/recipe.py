@@ -15,6 +15,7 @@ from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import content_language, index_language
 from knowmind.models.executor import EmbeddingExecutor
+from knowmind.recall.timeframe import mentions_time
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.graph import GraphService, InlineRelation
 from knowmind.services.job_quota import JobQuota
@@ -104,6 +105,7 @@ async def insert_memory(
         kinds,
         content_language(memory.content),
         document_id=document_id,
+        states_time=mentions_time(memory.content),
     )
     inserted = await memory_store.insert_memory(conn, tenant, item, job_kind=EXTRACT_JOB)
     if inserted is not None and relations:

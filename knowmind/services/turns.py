@@ -48,6 +48,7 @@ from knowmind.ingest.pipeline import LANGUAGE_SAMPLE_CHARS, content_language, em
 from knowmind.ingest.turns import Said, turn_context, turn_passage
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
+from knowmind.recall.timeframe import mentions_time
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import MemoryDraft, MemoryService, scoped_draft
 from knowmind.services.recipe import insert_memories
@@ -375,6 +376,7 @@ async def _store(
                 t.embeddings,
                 content_language=written_in,
                 contexts=t.contexts,
+                states_time=mentions_time(t.draft.content),
             )
         )
     async with service.db.tenant_tx(tenant, write=True) as conn:

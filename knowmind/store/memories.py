@@ -120,13 +120,13 @@ _INSERT_MEMORIES = text(
     "title text, content text, memory_type text, tags text[], source text, domain text, "
     "metadata jsonb, sha256 text, document_id uuid, language text, content_language text, "
     "occurred_at timestamptz, speaker text, speaker_role text, user_id text, agent_id text, "
-    "session_id text)), "
+    "session_id text, states_time boolean)), "
     "m AS (INSERT INTO memories (tenant_id, title, content, memory_type, tags, source, domain, "
     "metadata, content_sha256, document_id, content_language, occurred_at, speaker, "
-    "speaker_role, user_id, agent_id, session_id) SELECT :tenant, i.title, "
+    "speaker_role, user_id, agent_id, session_id, states_time) SELECT :tenant, i.title, "
     "i.content, i.memory_type, i.tags, i.source, i.domain, i.metadata, decode(i.sha256, 'hex'), "
     "i.document_id, i.content_language, i.occurred_at, i.speaker, i.speaker_role, i.user_id, "
-    "i.agent_id, i.session_id "
+    "i.agent_id, i.session_id, i.states_time "
     "FROM i ORDER BY i.n "
     "ON CONFLICT (tenant_id, content_sha256) "
     "WHERE document_id IS NULL AND superseded_at IS NULL DO NOTHING "
@@ -165,7 +165,8 @@ class MemoryToInsert:
     indexed in the text-search configuration ``language``; ``content_language``: the language
     the content is written in (a configuration name; None when unsure); ``contexts``: each
     chunk's context (indexed with it; a conversation turn's earlier turns), where not given the
-    title."""
+    title; ``states_time``: whether the content states a time (``recall.timeframe``: the time
+    stage searches those for a "when" question; None: not known)."""
 
     memory: Draft
     sha256: bytes
@@ -176,6 +177,7 @@ class MemoryToInsert:
     content_language: str | None = None
     contexts: Sequence[str | None] = ()
     document_id: UUID | None = None
+    states_time: bool | None = None
 
 
 async def insert_memory(
@@ -247,6 +249,7 @@ def _memory_values(item: MemoryToInsert) -> dict[str, Any]:
         "document_id": str(item.document_id) if item.document_id else None,
         "language": item.language,
         "content_language": item.content_language,
+        "states_time": item.states_time,
     }
 
 

@@ -56,6 +56,8 @@ class MemoryFilters:
     occurred_after: datetime | None = None
     occurred_before: datetime | None = None
     speaker: str | None = None  # who said it (lists; exact)
+    # only memories whose text states a time (the time stage's search for a "when" question)
+    states_time: bool = False
 
     def __post_init__(self) -> None:
         for name in ("as_of", "known_at", "occurred_after", "occurred_before"):
@@ -104,6 +106,8 @@ class MemoryFilters:
         if self.occurred_before is not None:
             clauses.append("m.occurred_at < :f_occurred_before")
             params["f_occurred_before"] = self.occurred_before
+        if self.states_time:
+            clauses.append("m.states_time")
         return "".join(f" AND {c}" for c in clauses), params
 
 
