@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 
 from benchmark.datasets import load
 from knowmind.linking.names import normalise_name
+from knowmind.recall.timeframe import mentions_time
 from knowmind.store.stats import RECALL_TABLES
 
 __all__ = ["SentencePool", "TenantSpec", "bulk_load", "owner_dsn", "sentence_pool"]
@@ -129,7 +130,7 @@ async def _load_tenant(
     for content, vector, sources in _chunks(pool, spec.chunks, rng):
         memory = uuid.uuid4()
         sha = hashlib.sha256(content.encode()).digest()
-        memories.append((tenant, memory, content, sha))
+        memories.append((tenant, memory, content, sha, mentions_time(content)))
         chunks.append((tenant, memory, 0, content, spec.language, vector, sources))
         used |= sources
     entity_ids = {source: uuid.uuid4() for source in sorted(used)}
@@ -142,7 +143,7 @@ async def _load_tenant(
     await conn.copy_records_to_table(
         "memories",
         records=memories,
-        columns=["tenant_id", "id", "content", "content_sha256"],
+        columns=["tenant_id", "id", "content", "content_sha256", "states_time"],
     )
     # regconfig has no binary COPY format: stage the rows, then one INSERT into chunks
     await conn.copy_records_to_table(
