@@ -210,8 +210,14 @@ async def remember_conversation(
         earlier = [Said(s.content, s.speaker, s.role) for s in stored_before]
         _prepare(service, turns, new, earlier, window)
         sample = "\n".join(t.draft.content for t in turns)[:LANGUAGE_SAMPLE_CHARS]
-        language = (service.language_of(who.language, sample), content_language(sample))
-        async for result in _embed_and_store(service, tenant, new, language, speaker_ids):
+        writing = _Writing(
+            service,
+            tenant,
+            service.language_of(who.language, sample),
+            content_language(sample),
+            speaker_ids,
+        )
+        async for result in _embed_and_store(writing, new):
             results[result.index] = result
         if any(r.status == "created" for r in results.values()):
             service.on_job_enqueued()
@@ -327,17 +333,24 @@ async def _embed(service: MemoryService, owner: str, group: list[_Turn]) -> None
         t.embeddings = vectors
 
 
-async def _embed_and_store(
-    service: MemoryService,
-    tenant: UUID,
-    turns: list[_Turn],
-    language: tuple[str, str | None],
-    speaker_ids: dict[tuple[str, str], UUID | None],
-) -> AsyncIterator[TurnResult]:
+@dataclass(frozen=True, slots=True)
+class _Writing:
+    """Where one conversation's new turns are written: the tenant, the text-search
+    configuration their chunks are indexed in, the language they are written in (None when
+    unsure), and the speakers' entities (found or created as the groups are written)."""
+
+    service: MemoryService
+    tenant: UUID
+    index_language: str
+    written_in: str | None
+    speaker_ids: dict[tuple[str, str], UUID | None]
+
+
+async def _embed_and_store(writing: _Writing, turns: list[_Turn]) -> AsyncIterator[TurnResult]:
     """Embed group after group (``AHEAD`` of the writes) and write each group as soon as its
     vectors are there."""
     groups = _groups(turns)
-    owner = str(tenant)
+    service, owner = writing.service, str(writing.tenant)
     pending: deque[asyncio.Future[None]] = deque()
     try:
         for group in groups[:AHEAD]:
@@ -347,23 +360,17 @@ async def _embed_and_store(
             if number + AHEAD < len(groups):
                 upcoming = groups[number + AHEAD]
                 pending.append(asyncio.ensure_future(_embed(service, owner, upcoming)))
-            for result in await _store(service, tenant, group, language, speaker_ids):
+            for result in await _store(writing, group):
                 yield result
     finally:
         for future in pending:
             future.cancel()
 
 
-async def _store(
-    service: MemoryService,
-    tenant: UUID,
-    group: list[_Turn],
-    language: tuple[str, str | None],
-    speaker_ids: dict[tuple[str, str], UUID | None],
-) -> list[TurnResult]:
+async def _store(writing: _Writing, group: list[_Turn]) -> list[TurnResult]:
     """The group's turns in one transaction: one statement for the memories, their chunks and
     extraction jobs, one for the mentions of their speakers (found or created first)."""
-    index_language, written_in = language
+    tenant, speaker_ids = writing.tenant, writing.speaker_ids
     rows = []
     for t in group:
         assert t.embeddings is not None
@@ -371,15 +378,15 @@ async def _store(
             memory_store.MemoryToInsert(
                 t.draft,
                 t.key,
-                index_language,
+                writing.index_language,
                 t.contents,
                 t.embeddings,
-                content_language=written_in,
+                content_language=writing.written_in,
                 contexts=t.contexts,
                 states_time=mentions_time(t.draft.content),
             )
         )
-    async with service.db.tenant_tx(tenant, write=True) as conn:
+    async with writing.service.db.tenant_tx(tenant, write=True) as conn:
         for t in group:
             if t.speaker is not None and speaker_ids.get(t.speaker) is None:
                 assert t.draft.speaker is not None
