@@ -36,6 +36,7 @@ from tests.test_server_process import free_port, knowmind, stop, wait_ready
 UI_DIR = Path(__file__).resolve().parent.parent / "knowmind" / "ui"
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 SESSION = "standup-03-02"
+TABLE_TEXT = "return document.getElementById('memory-table').innerText"
 
 
 async def test_console_page_and_files_carry_a_strict_policy(client):
@@ -356,12 +357,13 @@ def test_memories_search_filters_pages_history_edit_and_erase(tenant):
         wait_for(driver, "#page-note", "Page 1")
         _click(driver, "#page-next")
         wait_for(driver, "#page-note", "Page 2")
-        second = driver.find_element(By.ID, "memory-table").text
+        # read in one script call: the table may be drawn again between a find and its text
+        second = driver.execute_script(TABLE_TEXT)
         _click(driver, "#memory-list button.link", "Notiz")
         wait_for(driver, "#memory-content", "Wartungsfenster")
         _click(driver, "#back")
         wait_for(driver, "#page-note", "Page 2")
-        assert driver.find_element(By.ID, "memory-table").text == second
+        assert driver.execute_script(TABLE_TEXT) == second
         _click(driver, "#page-prev")
         wait_for(driver, "#page-note", "Page 1")
         # Filters (the server's: the conversation, the speaker, the type), sorting.
