@@ -94,6 +94,10 @@ def test_texts_that_state_a_time():
         "Ich spiele seit zwei Jahren Geige.",
         "It happened in May.",
         "We moved here last May.",
+        "Die Kantine öffnet werktags um halb zwölf.",  # a time of day answers "wann" too
+        "The stand-up is at 9:30 every morning.",
+        "Der Server wird um drei Uhr gepatcht.",
+        "We meet at 3 pm.",
     ):
         assert mentions_time(text), text
     for text in (
@@ -101,5 +105,7 @@ def test_texts_that_state_a_time():
         "Das Projekt Atlas leitet Jan Becker.",
         "Yes, that one!",
         "Guten Morgen, Jan!",  # a greeting, not "tomorrow"
+        "I am at home.",
+        "Version 2.10 is out.",
     ):
         assert not mentions_time(text), text

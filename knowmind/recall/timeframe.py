@@ -69,6 +69,17 @@ _DURATION = re.compile(
     rf"|\b(?:{_NUMBER})\s+(?:{_UNITS_EN})\s+(?:now|later|earlier|before|after)\b",
     re.IGNORECASE,
 )
+# A time of day ("at 3 pm", "15:30", "um halb zwölf", "um 14 Uhr", "at noon"): it answers a
+# "when"/"wann" question as a date does, but names no window.
+_CLOCK = re.compile(
+    r"\b\d{1,2}:\d{2}\b"
+    r"|\b\d{1,2}(?:[.:]\d{2})?\s*(?:a\.m\.|p\.m\.|am\b|pm\b|uhr\b|o'clock\b)"
+    r"|\b(?:at|um|gegen|ab)\s+(?:halb|viertel nach|viertel vor|kurz nach|kurz vor)?\s*"
+    r"(?:\w+)\s+(?:uhr|o'clock)\b"
+    r"|\bum\s+halb\s+\w+"
+    r"|\b(?:at|um|gegen)\s+(?:noon|midnight|mittag|mitternacht)\b",
+    re.IGNORECASE,
+)
 # Every alternative of _EXPRESSION and _DURATION holds one of these words, or a year (a date's too).
 _TIME_WORDS = frozenset((
     "yesterday", "today", "tonight", "tomorrow", "vorgestern", "gestern", "heute", "morgen",
@@ -132,7 +143,9 @@ def mentions_time(text: str) -> bool:
 def _mentions_time(text: str) -> bool:
     """The expression runs only around the words every time expression contains (a day,
     month, season or period word, a unit, "ago", a year): ``_REACH`` characters either side
-    hold the longest expression, and most texts have few such words."""
+    hold the longest expression, and most texts have few such words. A time of day counts."""
+    if _CLOCK.search(text):
+        return True
     for word in _WORD.finditer(text):
         token = word.group().lower()
         if token not in _TIME_WORDS and not _YEAR.fullmatch(token):
