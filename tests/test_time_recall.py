@@ -46,6 +46,14 @@ async def _store(client, tenant: TenantAccess, turns: list[dict]) -> None:
         assert done.status_code in (200, 201, 207), done.text
 
 
+async def _explained(client, tenant: TenantAccess, question: str, k: int) -> dict:
+    found = await client.post(
+        "/v1/recall", json={"query": question, "k": k, "explain": True}, headers=tenant.read
+    )
+    assert found.status_code == 200, found.text
+    return found.json()
+
+
 async def test_a_relative_time_ranks_the_turns_of_that_week_first(client, tenant):
     turns = _turns()
     await _store(client, tenant, turns)
@@ -74,13 +82,7 @@ async def test_a_relative_time_ranks_the_turns_of_that_week_first(client, tenant
 
 async def test_without_a_time_the_time_stage_stays_out(client, tenant):
     await _store(client, tenant, _turns()[:20])
-    body = (
-        await client.post(
-            "/v1/recall",
-            json={"query": "What does Maria volunteer for?", "k": 3, "explain": True},
-            headers=tenant.read,
-        )
-    ).json()
+    body = await _explained(client, tenant, "What does Maria volunteer for?", 3)
     assert body["explain"]["time_window"] is None
     assert all(hit["stages"]["time"] is None for hit in body["results"])
 
@@ -91,13 +93,7 @@ async def test_a_when_question_searches_what_states_a_time(client, tenant):
     stating = ("I adopted a puppy named Toby last week.", "My sister visited me yesterday.")
     plain = ("Toby is a golden retriever who loves the park.", "The park has a big meadow.")
     await _store(client, tenant, [{"content": c, "speaker": "Andrew"} for c in stating + plain])
-    body = (
-        await client.post(
-            "/v1/recall",
-            json={"query": "When did Andrew adopt Toby?", "k": 4, "explain": True},
-            headers=tenant.read,
-        )
-    ).json()
+    body = await _explained(client, tenant, "When did Andrew adopt Toby?", 4)
     assert body["explain"]["time_window"] is None
     by_time = {hit["content"] for hit in body["results"] if hit["stages"]["time"] is not None}
     assert stating[0] in by_time
