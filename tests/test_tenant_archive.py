@@ -378,6 +378,28 @@ async def test_import_into_the_same_server_keeps_the_ids(client, db, embedder, s
     assert copied[1:-1] == lines[1:-1] and copied[-1] == lines[-1]
 
 
+async def test_an_archive_without_time_statements_gets_them_on_import(client, db, embedder, seeded):
+    """An archive written before migration 0023 has no ``states_time``: the import reads it
+    from each memory's content, as a write does."""
+    tenant, _ = seeded
+    lines = await export(client, tenant.id)
+    memories = [json.loads(line) for line in lines if b'"type":"memory"' in line]
+    assert any(m["states_time"] for m in memories) and not all(m["states_time"] for m in memories)
+    older = [_without(line, "states_time") for line in lines]
+    service = TenantArchiveService(db, embedder.model_id, embedder.dim)
+    report = await service.import_archive(older, ImportTarget(name=f"{tenant.name}-older"))
+    copied = await export(client, str(report.tenant.id))
+    assert copied[1:-1] == lines[1:-1]
+
+
+def _without(line: bytes, field: str) -> bytes:
+    record = json.loads(line)
+    if record.get("type") != "memory":
+        return line
+    record.pop(field)
+    return json.dumps(record).encode() + b"\n"
+
+
 def test_every_kind_has_a_table_and_no_secret():
     tables = {spec.table for spec in KINDS}
     assert not tables & {"api_tokens", "jobs", "graph_outbox", "audit_log"}

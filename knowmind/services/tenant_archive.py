@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.db.engine import Database, scope_transaction
 from knowmind.db.migrate import known_revision, revision_of, schema_meta
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
+from knowmind.recall.timeframe import mentions_time
 from knowmind.services.audit import record
 from knowmind.services.auth import Principal
 from knowmind.store import tenant_archive as archive_store
@@ -35,6 +36,7 @@ from knowmind.store.archive_records import (
     ArchiveRecord,
     Header,
     KindSpec,
+    Memory,
     Row,
     TenantPart,
     Trailer,
@@ -214,6 +216,8 @@ class TenantArchiveService:
                     raise ArchiveError(f"line {number}: {spec.kind} out of order")
                 current = spec
             self._check_vector(number, item)
+            if isinstance(item, Memory) and item.states_time is None:
+                item = msgspec.structs.replace(item, states_time=mentions_time(item.content))
             batch.append(item)
             counts[spec.kind] += 1
             if len(batch) >= IMPORT_BATCH:

@@ -111,6 +111,8 @@ class Memory(msgspec.Struct, tag="memory", **_TAGGED):
     user_id: str | None = None
     agent_id: str | None = None
     session_id: str | None = None
+    # archives written before migration 0023 have none: the import reads it from the content
+    states_time: bool | None = None
 
 
 class Chunk(msgspec.Struct, tag="chunk", **_TAGGED):
