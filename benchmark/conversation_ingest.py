@@ -36,6 +36,8 @@ __all__ = ["conversation_turns", "measure_conversation_ingest", "passages_of"]
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo"
 LOCOMO_FILE = "locomo_conv2-9.json"
 BARE_BATCH = 32
+TURNS = 600  # the conversation length
+ROUNDS = 5
 
 
 def conversation_turns(n: int = 600, data_dir: Path = LOCOMO) -> list[tuple[str, str]]:
@@ -124,7 +126,7 @@ async def measure_conversation_ingest(
     }
 
 
-async def _main(n: int, rounds: int) -> dict[str, Any]:
+async def _main(n: int = TURNS, rounds: int = ROUNDS) -> dict[str, Any]:
     from knowmind.db.embedded import EmbeddedPostgres
     from knowmind.db.engine import Database
     from knowmind.db.migrate import upgrade
