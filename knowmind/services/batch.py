@@ -19,7 +19,6 @@ from knowmind.errors import InvalidInputError, KnowmindError
 from knowmind.ingest.chunker import chunk_text, pack_in_groups
 from knowmind.ingest.pipeline import content_language, embed_each, passage_text
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
-from knowmind.recall.timeframe import mentions_time
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import MemoryDraft, MemoryService, memory_key, scoped_draft
 from knowmind.services.recipe import insert_memories
@@ -259,7 +258,6 @@ def _row(service: MemoryService, who: Principal, p: _Pending) -> memory_store.Me
         p.contents,
         p.embeddings,
         content_language=content_language(p.draft.content),
-        states_time=mentions_time(p.draft.content),
     )
 
 

@@ -5,7 +5,7 @@ all write through ``insert_memory`` (a batch through ``insert_memories``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 import numpy as np
@@ -105,9 +105,10 @@ async def insert_memory(
         kinds,
         content_language(memory.content),
         document_id=document_id,
-        states_time=mentions_time(memory.content),
     )
-    inserted = await memory_store.insert_memory(conn, tenant, item, job_kind=EXTRACT_JOB)
+    inserted = await memory_store.insert_memory(
+        conn, tenant, _with_time_statement(item), job_kind=EXTRACT_JOB
+    )
     if inserted is not None and relations:
         await graph.attach_inline_relations(conn, tenant, inserted.id, list(relations), who=who)
     return inserted
@@ -118,4 +119,10 @@ async def insert_memories(
 ) -> list[memory_store.InsertedMemory | None]:
     """``insert_memory`` for many memories without relations, in one statement (see
     ``store.memories.insert_memories``)."""
-    return await memory_store.insert_memories(conn, tenant, items, job_kind=EXTRACT_JOB)
+    stating = [_with_time_statement(item) for item in items]
+    return await memory_store.insert_memories(conn, tenant, stating, job_kind=EXTRACT_JOB)
+
+
+def _with_time_statement(item: memory_store.MemoryToInsert) -> memory_store.MemoryToInsert:
+    """The item with ``states_time`` read from its content (the time stage's "when" search)."""
+    return replace(item, states_time=mentions_time(item.memory.content))

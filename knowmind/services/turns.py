@@ -48,7 +48,6 @@ from knowmind.ingest.pipeline import LANGUAGE_SAMPLE_CHARS, content_language, em
 from knowmind.ingest.turns import Said, turn_context, turn_passage
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import MAX_BATCH, MAX_BATCH_CHARS
-from knowmind.recall.timeframe import mentions_time
 from knowmind.services.auth import Principal, tenant_of
 from knowmind.services.memories import MemoryDraft, MemoryService, scoped_draft
 from knowmind.services.recipe import insert_memories
@@ -383,7 +382,6 @@ async def _store(writing: _Writing, group: list[_Turn]) -> list[TurnResult]:
                 t.embeddings,
                 content_language=writing.written_in,
                 contexts=t.contexts,
-                states_time=mentions_time(t.draft.content),
             )
         )
     async with writing.service.db.tenant_tx(tenant, write=True) as conn:
