@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from knowmind import cli
+from knowmind.contract.drafts import RelationIn
 from knowmind.db.engine import make_engine
 from knowmind.errors import InvalidInputError
 from knowmind.models.executor import EmbeddingExecutor
@@ -26,7 +27,7 @@ from knowmind.services.batch import (
     ItemError,
     remember_batch,
 )
-from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.graph import GraphService
 from knowmind.services.memories import MemoryDraft, MemoryService
 from tests.conftest import RecordingModel, count_rows, make_tenant
 
@@ -53,7 +54,7 @@ async def test_good_items_are_stored_and_bad_ones_named(client, db, service):
         MemoryDraft(content="Backup läuft nachts.", memory_type="dream"),
         MemoryDraft(
             content="Anna Meier betreut den Server.",
-            relations=(InlineRelation(predicate="NOT_A_PREDICATE", object="Server"),),
+            relations=(RelationIn(predicate="NOT_A_PREDICATE", object="Server"),),
         ),
         ItemError("tags", "expected a list"),
         MemoryDraft(content="Die Firewall in Kassel wurde am Montag erneuert."),

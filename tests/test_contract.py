@@ -15,9 +15,10 @@ import pytest
 from knowmind.api.answer_schemas import AnswerIn
 from knowmind.api.document_schemas import DocumentIn
 from knowmind.api.graph_schemas import EntityIn, LinkIn
-from knowmind.api.schemas import MemoryIn, RecallFilters, RecallIn, RelationIn, SupersedeIn
+from knowmind.api.schemas import MemoryIn, RecallFilters, RecallIn, SupersedeIn
 from knowmind.api.turn_schemas import ConversationIn, MessageIn
 from knowmind.contract import limits
+from knowmind.contract.drafts import RelationIn
 from knowmind.mcp.catalogue import SPECS
 from knowmind.services.memories import MEMORY_TYPES
 

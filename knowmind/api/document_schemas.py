@@ -8,8 +8,8 @@ from uuid import UUID
 import msgspec
 from msgspec import Meta, Struct
 
-from knowmind.api.schemas import RelationIn
 from knowmind.api.strict_body import StrictBody
+from knowmind.contract.drafts import RelationIn
 from knowmind.contract.limits import (
     STATEMENT_KINDS,
     Content,

@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from knowmind.contract.drafts import RelationIn
 from knowmind.recall.pipeline import RecalledMemory, RecallOutcome
 from knowmind.services.answer import AnswerResult
 from knowmind.services.documents import DocumentResult
-from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import MemoryRow, Remembered
 from knowmind.services.turns import ConversationResult
 
@@ -183,10 +183,10 @@ def conversation_result(done: ConversationResult) -> dict[str, Any]:
     }
 
 
-def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[InlineRelation, ...]:
+def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[RelationIn, ...]:
     """Relations given with a memory or document (validated bodies or tool arguments)."""
     return tuple(
-        InlineRelation(**{key: item[key] for key in _RELATION_FIELDS if item.get(key) is not None})
+        RelationIn(**{key: item[key] for key in _RELATION_FIELDS if item.get(key) is not None})
         for item in items
     )
 

@@ -10,24 +10,19 @@ import msgspec
 from litestar.params import PathParameter, QueryParameter
 from msgspec import Meta
 
-from knowmind.api.outputs import inline_relations
 from knowmind.api.strict_body import StrictBody
+from knowmind.contract.drafts import RelationIn
 from knowmind.contract.limits import (
     HOPS_DEFAULT,
     K_DEFAULT,
     NO_NUL,
     SCOPE_ID_MAX_CHARS,
     SCOPE_PATTERN,
-    Confidence,
-    Description,
     FilledContent,
     Hops,
     K,
     MemoryType,
-    Name,
     NonEmptyTitle,
-    OptionalClassName,
-    PredicateName,
     Query,
     Reason,
     RelationCount,
@@ -159,18 +154,6 @@ class TokenIn(StrictBody):
     ) = None
 
 
-class RelationIn(StrictBody):
-    """memory (or ``subject``) -predicate-> object; the object entity is found or created."""
-
-    predicate: PredicateName
-    object: Name
-    object_class: OptionalClassName | None = None
-    object_description: Description | None = None
-    confidence: Confidence = 1.0
-    subject: Name | None = None
-    subject_class: OptionalClassName | None = None
-
-
 class MemoryIn(StrictBody):
     """Unknown keys are refused (422 naming them; MCP's knowmind_store_memory ignores them)."""
 
@@ -267,5 +250,4 @@ def memory_draft(data: MemoryIn) -> MemoryDraft:
     """A validated body as the service's draft (REST single and batch); metadata may not hold
     NUL characters anywhere (PostgreSQL jsonb cannot store them)."""
     reject_nul(data.metadata, "metadata")
-    relations = inline_relations(msgspec.structs.asdict(r) for r in data.relations)
-    return data.into(MemoryDraft, tags=tuple(data.tags), relations=relations)
+    return data.into(MemoryDraft, tags=tuple(data.tags), relations=tuple(data.relations))

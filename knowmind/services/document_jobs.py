@@ -19,6 +19,7 @@ from uuid import UUID
 
 import numpy as np
 
+from knowmind.contract.drafts import RelationIn
 from knowmind.services.auth import Principal
 from knowmind.services.documents import (
     DocumentDraft,
@@ -26,7 +27,6 @@ from knowmind.services.documents import (
     DocumentResult,
     DocumentService,
 )
-from knowmind.services.graph import InlineRelation
 from knowmind.store import jobs as job_store
 from knowmind.store.jobs import JobRow, JobStep
 
@@ -43,7 +43,7 @@ def _draft_of(payload: dict[str, Any]) -> DocumentDraft:
         content=payload["content"],
         title=payload.get("title"),
         source=payload.get("source"),
-        relations=tuple(InlineRelation(**r) for r in payload.get("relations") or ()),
+        relations=tuple(RelationIn(**r) for r in payload.get("relations") or ()),
         replace_document_id=UUID(replace) if replace else None,
         build_tree=bool(payload.get("build_tree")),
     )

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import msgspec
 import numpy as np
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.drafts import RelationIn
 from knowmind.contract.limits import require_visible
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
@@ -19,7 +21,6 @@ from knowmind.ingest.pipeline import passage_text
 from knowmind.linking.names import normalise_name
 from knowmind.models.aliases import canonical_model
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.graph import InlineRelation
 from knowmind.services.memories import content_sha256
 from knowmind.services.recipe import MemoryWriter
 from knowmind.store import documents as document_store
@@ -57,7 +58,7 @@ class DocumentDraft:
     content: str
     title: str | None = None
     source: str | None = None
-    relations: tuple[InlineRelation, ...] = ()
+    relations: tuple[RelationIn, ...] = ()
     replace_document_id: UUID | None = None
     chunks: tuple[ClientChunk, ...] = ()
     build_tree: bool = False  # a RAPTOR summary tree, built by a job after the upload
@@ -87,7 +88,7 @@ def document_payload(draft: DocumentDraft, language: str) -> dict[str, Any]:
         "title": draft.title,
         "content": draft.content,
         "source": draft.source,
-        "relations": [dataclasses.asdict(r) for r in draft.relations],
+        "relations": [msgspec.structs.asdict(r) for r in draft.relations],
         "replace_document_id": str(replace) if replace else None,
         "language": language,
         "build_tree": draft.build_tree,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.drafts import PredicateIn, RelationIn
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph import postgres as graph
@@ -24,32 +25,7 @@ from knowmind.store import facts as fact_store
 from knowmind.store import ontology as ontology_store
 from knowmind.store.entities import EntityRow, NewEntity
 
-__all__ = ["EntityRow", "GraphService", "InlineRelation", "PredicateDraft"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InlineRelation:
-    """A relation given with a memory: memory (or ``subject``) -predicate-> ``object``."""
-
-    predicate: str
-    object: str
-    object_class: str | None = None
-    object_description: str | None = None
-    confidence: float = 1.0
-    subject: str | None = None
-    subject_class: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PredicateDraft:
-    name: str
-    subject_classes: list[str]
-    object_classes: list[str]
-    inverse: str | None = None
-    symmetric: bool = False
-    description: str | None = None
-    new_classes: list[str] = field(default_factory=list)
-    single_valued: bool = False
+__all__ = ["EntityRow", "GraphService"]
 
 
 class GraphService:
@@ -70,7 +46,7 @@ class GraphService:
         async with self.db.tenant_tx(tenant) as conn:
             return (await self.ontology(conn, tenant)).as_catalogue()
 
-    async def extend_schema(self, who: Principal, draft: PredicateDraft) -> Predicate:
+    async def extend_schema(self, who: Principal, draft: PredicateIn) -> Predicate:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant) as conn:
             ontology = await self.ontology(conn, tenant)
@@ -199,7 +175,7 @@ class GraphService:
     # -- inline relations of a memory (inside the memory's transaction) --------------------
 
     async def check_inline_relations(
-        self, conn: AsyncConnection, tenant: UUID, relations: Sequence[InlineRelation]
+        self, conn: AsyncConnection, tenant: UUID, relations: Sequence[RelationIn]
     ) -> None:
         """Raise the 422 that writing these relations would raise, writing nothing: every
         write of a memory checks its relations, also one whose content is stored already."""
@@ -211,7 +187,7 @@ class GraphService:
         conn: AsyncConnection,
         tenant: UUID,
         memory_id: UUID,
-        relations: Sequence[InlineRelation],
+        relations: Sequence[RelationIn],
         method: str = "inline",
         *,
         who: Principal | None = None,
@@ -262,7 +238,7 @@ _End = graph.Node | NewEntity
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    relation: InlineRelation
+    relation: RelationIn
     predicate: Predicate
     subject: _End | None  # None: the memory itself
     object: _End
@@ -272,7 +248,7 @@ async def _plan(
     conn: AsyncConnection,
     tenant: UUID,
     ontology: Ontology,
-    relations: Sequence[InlineRelation],
+    relations: Sequence[RelationIn],
     origin: str,
 ) -> list[_Planned]:
     """Check every relation and resolve its names, reading only: a 422 naming the field of

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
+from knowmind.contract.drafts import RelationIn
 from knowmind.db.engine import Database
 from knowmind.errors import InvalidInputError
 from knowmind.ingest.llm_graph import (
@@ -24,7 +25,7 @@ from knowmind.ingest.llm_graph import (
 from knowmind.linking.names import normalise_name
 from knowmind.models.llm import LLM, LLMUnavailableError
 from knowmind.services.auth import Principal
-from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.graph import GraphService
 from knowmind.services.tenant_settings import TenantSettingsService
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
@@ -98,7 +99,7 @@ class LLMGraphExtraction:
                     mentions.append((memory_id, chunk_id, entity_id, "llm", CONFIDENCE, None, None))
                     counts["llm_entities"] += 1
                 for relation in relations:
-                    inline = InlineRelation(
+                    inline = RelationIn(
                         predicate=relation.predicate,
                         object=relation.object,
                         object_class=classes.get(normalise_name(relation.object)),

@@ -12,12 +12,12 @@ from uuid import UUID
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.drafts import RelationIn
 from knowmind.contract.limits import require_visible
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
 from knowmind.graph.postgres import remove_node_edges
 from knowmind.ingest.pipeline import prepare_chunks
 from knowmind.services.auth import Principal, refuse_unless_owner, tenant_of
-from knowmind.services.graph import InlineRelation
 from knowmind.services.lookup import memory_or_404
 from knowmind.services.recipe import MemoryWriter
 from knowmind.store import memories as memory_store
@@ -44,7 +44,7 @@ class MemoryDraft(memory_store.Draft):
     """A memory to write (the store's ``Draft``, which the store inserts as it is) and the
     relations given with it."""
 
-    relations: tuple[InlineRelation, ...] = ()
+    relations: tuple[RelationIn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ class MemoryService(MemoryWriter):
         self,
         tenant: UUID,
         sha: bytes,
-        relations: Sequence[InlineRelation] = (),
+        relations: Sequence[RelationIn] = (),
         *,
         check_quota: bool = False,
     ) -> Remembered | None:

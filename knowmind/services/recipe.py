@@ -11,13 +11,14 @@ from uuid import UUID
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.contract.drafts import RelationIn
 from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB
 from knowmind.ingest.pipeline import content_language, index_language
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.recall.timeframe import mentions_time
 from knowmind.services.auth import Principal, tenant_of
-from knowmind.services.graph import GraphService, InlineRelation
+from knowmind.services.graph import GraphService
 from knowmind.services.job_quota import JobQuota
 from knowmind.settings import IngestSettings
 from knowmind.store import memories as memory_store
@@ -53,7 +54,7 @@ class MemoryWriter:
         contents: Sequence[str],
         embeddings: np.ndarray,
         *,
-        relations: Sequence[InlineRelation] = (),
+        relations: Sequence[RelationIn] = (),
         kinds: Sequence[str | None] = (),
         document_id: UUID | None = None,
     ) -> memory_store.InsertedMemory | None:
@@ -85,7 +86,7 @@ async def insert_memory(
     contents: Sequence[str],
     embeddings: np.ndarray,
     graph: GraphService,
-    relations: Sequence[InlineRelation] = (),
+    relations: Sequence[RelationIn] = (),
     kinds: Sequence[str | None] = (),
     who: Principal | None = None,
     document_id: UUID | None = None,

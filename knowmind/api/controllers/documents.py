@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-import msgspec
 from litestar import Controller, Request, Response, delete, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -19,7 +18,7 @@ from litestar.status_codes import (
 from knowmind.api.document_schemas import DocumentIn, KnowmindDocumentIn
 from knowmind.api.errors import error_response, exception_handlers
 from knowmind.api.guards import TENANT_WRITE
-from knowmind.api.outputs import document_result, inline_relations
+from knowmind.api.outputs import document_result
 from knowmind.contract.responses import DocumentOut
 from knowmind.services.auth import Principal
 from knowmind.services.documents import ClientChunk, DocumentDraft, DocumentResult, DocumentService
@@ -73,8 +72,7 @@ class DocumentController(Controller):
         Store a document (Markdown or text); the same title replaces the old version,
         which keeps its document id. A large one is stored in the background (202 and a
         job to poll) unless ``?wait=true``."""
-        relations = inline_relations(msgspec.structs.asdict(r) for r in data.relations)
-        draft = data.into(DocumentDraft, relations=relations)
+        draft = data.into(DocumentDraft, relations=tuple(data.relations))
         return document_out(await documents.upload(principal, draft, background=not wait))
 
     @delete(

@@ -11,9 +11,10 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 
-from knowmind.api.graph_schemas import EntityIn, LinkIn, PredicateIn
+from knowmind.api.graph_schemas import EntityIn, LinkIn
 from knowmind.api.guards import TENANT_WRITE
 from knowmind.api.outputs import response
+from knowmind.contract.drafts import PredicateIn
 from knowmind.contract.responses import (
     EntityHit,
     EntityOut,
@@ -25,7 +26,7 @@ from knowmind.contract.responses import (
     UnlinkOut,
 )
 from knowmind.services.auth import Principal
-from knowmind.services.graph import EntityRow, GraphService, PredicateDraft
+from knowmind.services.graph import EntityRow, GraphService
 
 __all__ = ["EntityController", "RelationController", "SchemaController"]
 
@@ -195,17 +196,7 @@ class SchemaController(Controller):
 
         A new predicate of the tenant with the classes it links (new classes too); 409 when the name
         exists. Answers the predicate as stored."""
-        draft = PredicateDraft(
-            name=data.name,
-            subject_classes=list(data.subject_classes),
-            object_classes=list(data.object_classes),
-            inverse=data.inverse,
-            symmetric=data.symmetric,
-            description=data.description,
-            new_classes=list(data.new_classes),
-            single_valued=data.single_valued,
-        )
-        predicate = await graph.extend_schema(principal, draft)
+        predicate = await graph.extend_schema(principal, data)
         return {
             "name": predicate.name,
             "subject_classes": sorted(predicate.subject_classes),
