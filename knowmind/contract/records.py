@@ -11,7 +11,7 @@ from uuid import UUID
 
 import msgspec
 
-__all__ = ["EntityFields", "MemoryText", "TenantFields"]
+__all__ = ["EntityFields", "MemoryFields", "MemoryText", "TenantFields"]
 
 
 class MemoryText(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,6 +24,18 @@ class MemoryText(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None
     domain: str | None
     metadata: dict[str, Any]
+
+
+class MemoryFields(MemoryText, frozen=True, kw_only=True):
+    """What a memory says, when it happened or was said (None: when it was written), who said
+    it in which role, and its scopes inside the tenant (None: shared)."""
+
+    occurred_at: datetime | None = None
+    speaker: str | None = None
+    speaker_role: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 class EntityFields(msgspec.Struct, frozen=True):

@@ -17,6 +17,8 @@ from uuid import UUID
 
 import msgspec
 
+from knowmind.contract.records import MemoryFields
+
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
@@ -39,7 +41,7 @@ class TenantPart(msgspec.Struct, kw_only=True):
     id: UUID
     name: str
     language: str
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # the tenant's own settings (``PATCH /v1/settings``)
     created_at: datetime
 
 
@@ -84,18 +86,11 @@ class Document(msgspec.Struct, tag="document", **_TAGGED):
     updated_at: datetime
 
 
-# Declared field by field on purpose, like every record here: the memory fields of
-# ``contract.records.MemoryText`` and the event time and scopes of ``store.rows.MemoryRow`` are
-# alike today, but an archive of format version 1 must read the same after those change.
-class Memory(msgspec.Struct, tag="memory", **_TAGGED):
+# The memory's fields are the shared group the store's row has too; the archive format stays
+# what it is because tests/fixtures/archive_format.json pins every record's fields and
+# tests/test_tenant_archive.py fails on a change of them.
+class Memory(MemoryFields, tag="memory", frozen=True, **_TAGGED):
     id: UUID
-    title: str | None
-    content: str
-    memory_type: str
-    tags: list[str]
-    source: str | None
-    domain: str | None
-    metadata: dict[str, Any]
     content_sha256: bytes
     created_at: datetime
     valid_from: datetime
@@ -104,14 +99,9 @@ class Memory(msgspec.Struct, tag="memory", **_TAGGED):
     recorded_at: datetime
     superseded_at: datetime | None
     content_language: str | None = None  # archives written before it have none
-    # archives written before migration 0020 have none: the event time is then created_at
-    occurred_at: datetime | None = None
-    speaker: str | None = None
-    speaker_role: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
-    # archives written before migration 0023 have none: the import reads it from the content
+    # archives written before migration 0020 have no event time (it is then created_at), no
+    # speaker or scopes; those written before migration 0023 have no states_time: the import
+    # reads it from the content
     states_time: bool | None = None
 
 

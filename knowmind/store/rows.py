@@ -7,7 +7,7 @@ from uuid import UUID
 
 import msgspec
 
-from knowmind.contract.records import MemoryText, TenantFields
+from knowmind.contract.records import MemoryFields, TenantFields
 
 __all__ = ["ChunkHit", "MemoryRow", "TenantRow", "TokenRow"]
 
@@ -24,17 +24,9 @@ class TokenRow(msgspec.Struct, frozen=True):
     user_id: str | None = None  # the end user it is bound to (None: the whole tenant)
 
 
-class MemoryRow(MemoryText, frozen=True, kw_only=True):
+class MemoryRow(MemoryFields, frozen=True, kw_only=True):
     """A memory as the store reads it back (it is written as a ``store.memories.Draft``)."""
 
-    # when it happened or was said (None when written: the row's created_at), who said it and
-    # in which role, and its scopes inside the tenant (None: shared)
-    occurred_at: datetime | None = None
-    speaker: str | None = None
-    speaker_role: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
     id: UUID
     created_at: datetime
     valid_from: datetime
