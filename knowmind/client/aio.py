@@ -70,8 +70,7 @@ class AsyncKnowmind(AsyncTransport):
         new_title: str | None = None,
         update_reason: str | None = None,
     ) -> records.Remembered:
-        """Update a fact bi-temporally: the old memory stops being valid now, the new one
-        (returned) holds from now; history keeps both."""
+        """``Knowmind.supersede``: the old memory holds until now, the returned one from now."""
         return await self._run(calls.supersede(memory_id, new_content, new_title, update_reason))
 
     update_fact = supersede  # MCP's name for it

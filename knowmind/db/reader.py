@@ -16,15 +16,14 @@ from knowmind.db.tenant_scope import set_tenant_sql, set_user_sql, user_of
 
 __all__ = ["NEAREST_SESSION", "ReadPool", "ReaderConnection"]
 
-# The sessions the vector stage walks HNSW indexes on (``ReadPool.tenant(…, nearest=True)``):
-# statements planned for their values (a partial index needs that), iterative index scans, and
-# no sort or table scan preferred to an index walk. Its statement then needs no transaction of
-# its own for them (``store.vector_search`` sets the same per transaction elsewhere).
+# The sessions the vector stage walks HNSW indexes on (``ReadPool.tenant(…, nearest=True)``).
+# Its statement then needs no transaction of its own for them (``store.vector_search`` sets the
+# same per transaction elsewhere).
 NEAREST_SESSION = {
-    "plan_cache_mode": "force_custom_plan",
-    "hnsw.iterative_scan": "relaxed_order",
-    "enable_sort": "off",
-    "enable_seqscan": "off",
+    "plan_cache_mode": "force_custom_plan",  # planned for its values: a partial index needs it
+    "hnsw.iterative_scan": "relaxed_order",  # a filtered walk goes on until it has k rows
+    "enable_sort": "off",  # an index walk, not a sort of every distance
+    "enable_seqscan": "off",  # nor a table scan
 }
 
 

@@ -27,9 +27,9 @@ class PostgresGraphReader:
         self,
         db: Database,
         *,
-        max_nodes: int = 500,
-        links_per_node: int = 40,
-        links_per_hop: int = 1000,
+        max_nodes: int = 500,  # of a walk's subgraph
+        links_per_node: int = 40,  # read from each node and direction
+        links_per_hop: int = 1000,  # read per hop in all
         max_frontier: int = MAX_FRONTIER,
     ) -> None:
         self.db = db

@@ -19,12 +19,14 @@ from knowmind.store.entities import lookup_names
 
 __all__ = ["MAX_NGRAM", "GazetteerHit", "find_known_entities", "ngrams"]
 
-MAX_NGRAM = 6
-MIN_CHARS = 2
+MAX_NGRAM = 6  # the longest name looked up, in words
+MIN_CHARS = 2  # an n-gram of fewer characters is never looked up
 
 
 @dataclass(frozen=True, slots=True)
 class GazetteerHit:
+    """A known entity named in the text, first at ``text[start:end]``."""
+
     entity_id: UUID
     start: int
     end: int

@@ -30,6 +30,8 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Runtime:
+    """The running server's parts, one per subsystem, as the app factory wires them."""
+
     database: DatabaseParts
     models: ModelParts
     graph: GraphParts

@@ -21,7 +21,7 @@ __all__ = ["IngestParts", "build_ingest"]
 class IngestParts:
     memories: MemoryService
     documents: DocumentService
-    jobs: JobService
+    jobs: JobService  # the background jobs of both (extraction, large documents)
 
 
 def build_ingest(

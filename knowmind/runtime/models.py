@@ -21,6 +21,8 @@ __all__ = ["ModelParts", "build_models"]
 
 @dataclass(frozen=True, slots=True)
 class ModelParts:
+    """The loaded models: the embedder, the rerank step, the language model (or why not)."""
+
     embedder: EmbeddingExecutor
     rerank: RerankStep
     warmup: WarmUp

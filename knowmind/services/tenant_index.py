@@ -25,9 +25,9 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True, slots=True)
 class BuildResult:
     tenant_id: UUID
-    chunks: int
+    chunks: int  # in the index
     built: bool  # False: a valid index existed already
-    seconds: float
+    seconds: float  # wall-clock time the build took
 
 
 class TenantIndexService:

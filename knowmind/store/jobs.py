@@ -43,11 +43,13 @@ _COLUMNS = (
 
 
 class JobRow(msgspec.Struct, frozen=True):
+    """A background job as the queue keeps it."""
+
     id: UUID
     tenant_id: UUID
     kind: str
     payload: dict[str, Any]
-    status: str
+    status: str  # pending, running, done or failed
     attempts: int
     max_attempts: int
     last_error: str | None
