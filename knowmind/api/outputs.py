@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from knowmind.contract.drafts import RelationIn
+from knowmind.contract.responses import MemoryOut
 from knowmind.recall.pipeline import RecalledMemory, RecallOutcome
 from knowmind.services.answer import AnswerResult
 from knowmind.services.documents import DocumentResult
@@ -22,6 +23,7 @@ __all__ = [
     "document_result",
     "inline_relations",
     "memory_fields",
+    "memory_out",
     "memory_preview",
     "recall_hit",
     "recall_result",
@@ -79,6 +81,11 @@ def memory_fields(row: MemoryRow) -> dict[str, Any]:
         "role": row.speaker_role,
         **_pick(row, *_MEMORY_SCOPES),
     }
+
+
+def memory_out(row: MemoryRow) -> MemoryOut:
+    """A memory as the REST record: ``memory_fields``, typed."""
+    return MemoryOut(**memory_fields(row))
 
 
 def memory_preview(row: MemoryRow) -> dict[str, Any]:

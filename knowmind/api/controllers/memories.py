@@ -11,7 +11,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from knowmind.api.history_schemas import history_out
-from knowmind.api.outputs import memory_fields, remembered
+from knowmind.api.outputs import memory_out, remembered
 from knowmind.api.schemas import (
     AgentIdQuery,
     MemoryIn,
@@ -34,13 +34,9 @@ from knowmind.services.auth import Principal
 from knowmind.services.erasure import ErasureService
 from knowmind.services.graph import GraphService
 from knowmind.services.jobs import JobService
-from knowmind.services.memories import MemoryFilters, MemoryRow, MemoryService
+from knowmind.services.memories import MemoryFilters, MemoryService
 
 __all__ = ["MemoryController"]
-
-
-def memory_out(row: MemoryRow) -> MemoryOut:
-    return MemoryOut(**memory_fields(row))
 
 
 class MemoryController(Controller):
