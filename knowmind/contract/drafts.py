@@ -1,5 +1,5 @@
 """What a client writes that the services take as it came: checked once at the edge (REST
-bodies, MCP arguments) and carried unchanged to the graph. One record each for every door."""
+bodies, MCP arguments) and carried unchanged to the graph: one record each, shared by every door."""
 
 from __future__ import annotations
 

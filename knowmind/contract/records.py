@@ -1,7 +1,8 @@
 """Field groups declared once per resource and inherited by its records: the record the REST
 API answers with and the SDK decodes (``contract/responses.py``) and the store's row
-(``store/``). The tenant archive keeps records of its own (``store/archive_records.py``): its
-format is versioned and must outlive a change of these."""
+(``store/``). The tenant archive's memory record inherits ``MemoryFields`` too; its format is
+versioned and pinned by a test (``tests/fixtures/archive_format.json``), so a change of these
+that would change an archive fails there first."""
 
 from __future__ import annotations
 
