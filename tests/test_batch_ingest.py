@@ -370,8 +370,11 @@ def test_cli_import_reports_each_bad_line_and_is_idempotent(
     monkeypatch.setenv("KNOWMIND_EMBED_THREADS", "2")
     # keep the suite's logging (bound to the real stdout), not one bound to capsys' buffer
     monkeypatch.setattr(cli, "configure_logging", lambda *_: None)
-    assert cli.main(["tenant", "create", f"import-{uuid.uuid4().hex[:8]}"]) == 0
-    tenant_id = capsys.readouterr().out.split()[1]
+    name = f"import-{uuid.uuid4().hex[:8]}"
+    assert cli.main(["tenant", "create", name]) == 0
+    # the line that names the tenant (run alone, the suite's log lines come before it)
+    created = next(line for line in capsys.readouterr().out.splitlines() if name in line)
+    tenant_id = created.split()[1]
     lines = [
         json.dumps({"content": "Der Router in Ulm wurde ersetzt.", "tags": ["netz"]}),
         json.dumps({"content": "Die Lizenz für das Ticketsystem läuft im Mai aus."}),

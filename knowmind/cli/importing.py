@@ -30,6 +30,7 @@ from knowmind.models.factory import build_embedder
 from knowmind.runtime import Runtime
 from knowmind.services.auth import Principal
 from knowmind.services.batch import MAX_BATCH_ITEMS, ItemError, remember_batch
+from knowmind.services.memories import MemoryService
 from knowmind.services.turns import remember_conversation
 from knowmind.settings import Settings
 
@@ -102,7 +103,7 @@ def _import_into_database(
             who = Principal(tenant.id, frozenset({"write"}), language=tenant.language)
             with tqdm(total=len(lines), unit="memory", desc=args.file.name, file=sys.stderr) as bar:
                 for part in import_parts(lines, MAX_BATCH_ITEMS):
-                    await _remember_part(runtime, who, part, counts, bar)
+                    await _remember_part(runtime.ingest.memories, who, part, counts, bar)
             await runtime.admin.admin.refresh_statistics()  # the planner should know the new rows
         finally:
             await runtime.close()
@@ -112,11 +113,11 @@ def _import_into_database(
 
 
 async def _remember_part(
-    runtime: Runtime, who: Principal, part: list[JsonLine], counts: Counts, bar: tqdm[Any]
+    memories: MemoryService, who: Principal, part: list[JsonLine], counts: Counts, bar: tqdm[Any]
 ) -> None:
     """One part of the file: a conversation line, or up to 100 memory lines."""
     if is_conversation(part[0]):
-        failed = await _remember_conversation(runtime, who, part[0], counts)
+        failed = await _remember_conversation(memories, who, part[0], counts)
         if failed is not None:
             counts["error"] += 1
             bar.write(f"line {part[0].number}: {failed}", sys.stderr)
@@ -125,7 +126,7 @@ async def _remember_part(
     items = [
         ItemError("", line.error) if line.error else draft_or_error(line.item) for line in part
     ]
-    results = await remember_batch(runtime.ingest.memories, who, items)
+    results = await remember_batch(memories, who, items)
     for line, result in zip(part, results, strict=True):
         counts[result.status] += 1
         if result.error is not None:
@@ -135,7 +136,7 @@ async def _remember_part(
 
 
 async def _remember_conversation(
-    runtime: Runtime, who: Principal, line: JsonLine, counts: Counts
+    memories: MemoryService, who: Principal, line: JsonLine, counts: Counts
 ) -> str | None:
     """A session line, through the conversation service (in parts, as the client sends it);
     the reason it failed."""
@@ -152,7 +153,7 @@ async def _remember_conversation(
         if isinstance(draft, ItemError):
             return f"{draft.field or 'item'}: {draft.message}"
         try:
-            done = await remember_conversation(runtime.ingest.memories, who, draft)
+            done = await remember_conversation(memories, who, draft)
         except InvalidInputError as exc:
             return f"{exc.field}: {exc.message}"
         body["session_id"] = done.session_id
