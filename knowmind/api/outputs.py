@@ -40,15 +40,6 @@ _PREVIEW_KEYS = frozenset(
     | {"valid_from", "valid_to", "document_id", "chunks"}
     | {"occurred_at", "speaker", "role", "user_id", "agent_id", "session_id"}
 )
-_RELATION_FIELDS = (
-    "predicate",
-    "object",
-    "object_class",
-    "object_description",
-    "confidence",
-    "subject",
-    "subject_class",
-)
 
 
 def response(result: object, kind: type[R]) -> R:
@@ -191,9 +182,11 @@ def conversation_result(done: ConversationResult) -> dict[str, Any]:
 
 
 def inline_relations(items: Iterable[Mapping[str, Any]]) -> tuple[RelationIn, ...]:
-    """Relations given with a memory or document (validated bodies or tool arguments)."""
+    """The relations an MCP tool was given with a memory or document (its arguments are
+    checked against the tool's schema; REST bodies decode into ``RelationIn`` themselves)."""
+    fields = RelationIn.__struct_fields__
     return tuple(
-        RelationIn(**{key: item[key] for key in _RELATION_FIELDS if item.get(key) is not None})
+        RelationIn(**{key: item[key] for key in fields if item.get(key) is not None})
         for item in items
     )
 
