@@ -32,6 +32,7 @@ from sqlalchemy.engine import make_url
 from benchmark.datasets import load
 from knowmind.linking.names import normalise_name
 from knowmind.recall.timeframe import mentions_time
+from knowmind.store.sentences import pack_vectors
 from knowmind.store.stats import RECALL_TABLES
 
 __all__ = ["SentencePool", "TenantSpec", "bulk_load", "owner_dsn", "sentence_pool"]
@@ -90,8 +91,9 @@ def owner_dsn(url: str) -> str:
 
 def _chunks(
     pool: SentencePool, n: int, rng: np.random.Generator
-) -> Iterator[tuple[str, np.ndarray, set[int]]]:
-    """(text, vector, entity sources) of ``n`` distinct chunks of 2–4 pool sentences."""
+) -> Iterator[tuple[str, np.ndarray, bytes, set[int]]]:
+    """(text, vector, sentence vectors, entity sources) of ``n`` distinct chunks of 2–4 pool
+    sentences."""
     seen: set[bytes] = set()
     while len(seen) < n:
         size = int(rng.integers(2, 5))
@@ -103,7 +105,8 @@ def _chunks(
         seen.add(digest)
         vector = pool.vectors[picks].mean(axis=0)
         vector += rng.normal(0, 0.01, vector.shape).astype(np.float32)
-        yield content, vector / np.linalg.norm(vector), {pool.sources[i] for i in picks}
+        sentences = pack_vectors(pool.vectors[picks])
+        yield content, vector / np.linalg.norm(vector), sentences, {pool.sources[i] for i in picks}
 
 
 async def _create_tenant(conn: asyncpg.Connection, spec: TenantSpec) -> uuid.UUID:
@@ -121,17 +124,20 @@ async def _create_tenant(conn: asyncpg.Connection, spec: TenantSpec) -> uuid.UUI
     )
 
 
+CHUNK_COLUMNS = ["tenant_id", "memory_id", "ordinal", "content", "language", "embedding"]
+
+
 async def _load_tenant(
     conn: asyncpg.Connection, spec: TenantSpec, pool: SentencePool, seed: int
 ) -> uuid.UUID:
     tenant = await _create_tenant(conn, spec)
     rng = np.random.default_rng(seed)
     memories, chunks, used = [], [], set()
-    for content, vector, sources in _chunks(pool, spec.chunks, rng):
+    for content, vector, sentences, sources in _chunks(pool, spec.chunks, rng):
         memory = uuid.uuid4()
         sha = hashlib.sha256(content.encode()).digest()
         memories.append((tenant, memory, content, sha, mentions_time(content)))
-        chunks.append((tenant, memory, 0, content, spec.language, vector, sources))
+        chunks.append((tenant, memory, 0, content, spec.language, vector, sentences, sources))
         used |= sources
     entity_ids = {source: uuid.uuid4() for source in sorted(used)}
     entities = [
@@ -148,13 +154,13 @@ async def _load_tenant(
     # regconfig has no binary COPY format: stage the rows, then one INSERT into chunks
     await conn.copy_records_to_table(
         "scale_chunks",
-        records=[c[:6] for c in chunks],
-        columns=["tenant_id", "memory_id", "ordinal", "content", "language", "embedding"],
+        records=[c[:7] for c in chunks],
+        columns=[*CHUNK_COLUMNS, "sentence_vectors"],
     )
     await conn.execute(
-        "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, language, embedding) "
-        "SELECT tenant_id, memory_id, ordinal, content, language::regconfig, embedding "
-        "FROM scale_chunks; TRUNCATE scale_chunks"
+        "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, language, embedding, "
+        "sentence_vectors) SELECT tenant_id, memory_id, ordinal, content, language::regconfig, "
+        "embedding, sentence_vectors FROM scale_chunks; TRUNCATE scale_chunks"
     )
     await conn.copy_records_to_table(
         "entities",
@@ -169,7 +175,7 @@ async def _load_tenant(
     mentions = [
         (tenant, c[1], entity_ids[s], "gazetteer")
         for c in chunks
-        for s in c[6]
+        for s in c[7]
         if entity_ids[s] in named
     ]
     await conn.copy_records_to_table(
@@ -197,7 +203,7 @@ async def bulk_load(
         await conn.execute("DROP INDEX IF EXISTS chunks_embedding")
         await conn.execute(
             "CREATE TEMP TABLE scale_chunks (tenant_id uuid, memory_id uuid, ordinal int, "
-            "content text, language text, embedding vector)"
+            "content text, language text, embedding vector, sentence_vectors bytea)"
         )
         await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         started = time.perf_counter()

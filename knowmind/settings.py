@@ -338,6 +338,11 @@ class IngestSettings:
     extraction_prompt: str | None = _setting(
         None, "The `llm` extractor's prompt, with `__CHUNK__` (tenants may set theirs)"
     )
+    sentence_vectors: str = _setting(
+        "on",
+        "`on`: the extraction job embeds each sentence of a chunk of several (the ranker's "
+        "`sentence_cosine`); about doubles the embedding work per memory, off the write path",
+    )
     job_poll_seconds: float = _setting(1.0, "Job worker poll interval")
     async_document_chunks: int = _setting(
         32,
@@ -475,6 +480,7 @@ class Settings:
             (recall, "bm25_compounds", on_off),
             (recall, "bm25_query_language", on_off),
             (self.ingest, "bm25_memory_language", on_off),
+            (self.ingest, "sentence_vectors", on_off),
         )
         for group, name, allowed in choices:
             if getattr(group, name) not in allowed:

@@ -113,6 +113,7 @@ async def test_capabilities_on_a_host_without_reranker_weights(settings, embedde
         assert caps["graph"]["mirror"] == {"status": "disabled"}
         assert caps["fusion"]["k"] == 60
         assert caps["extraction"]["llm"]["active"] is False
+        assert caps["extraction"]["sentence_vectors"] is True  # the default
         tenant = await make_tenant(client)
         await remember(client, tenant)
         body = (

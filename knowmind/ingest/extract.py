@@ -1,5 +1,7 @@
-"""Extraction after a memory commits: mentions of known entities (gazetteer) and candidate
-entities from named-entity recognition. Runs as a background job, never on the write path.
+"""Extraction after a memory commits: mentions of known entities (gazetteer), candidate
+entities from named-entity recognition, and the chunks' sentence vectors
+(``ingest.sentences``, where an embedder is given). Runs as a background job, never on the
+write path.
 
 ``llm``: the LLM graph extractor (``services.llm_graph``, handed in by the runtime: it needs the
 tenant's language model and the graph service) runs after the others, in its own transaction.
@@ -17,12 +19,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.contract.limits import NAME_MAX_CHARS
 from knowmind.db.engine import Database
 from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
+from knowmind.ingest.sentences import chunk_sentence_vectors
 from knowmind.linking.gazetteer import find_known_entities
 from knowmind.linking.names import normalise_name
+from knowmind.models.executor import EmbeddingExecutor
 from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
 from knowmind.store import memories as memory_store
 from knowmind.store.jobs import JobRow, JobStep
+from knowmind.store.sentences import set_sentence_vectors
 from knowmind.store.tenants import tenant_language
 
 __all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "STEP_CHUNKS", "Extraction", "build_recognisers"]
@@ -46,6 +51,9 @@ def build_recognisers(extractors: list[str], language: str) -> list[Recogniser]:
 # Chunks scanned per step of a job: a large document's extraction takes turns with the other
 # tenants' jobs between steps (well under a second each on a small host).
 STEP_CHUNKS = 32
+# ... and when it embeds their sentences too: a step's embedding as long as a document
+# ingest step's (``services.document_jobs.STEP_CHUNKS``)
+SENTENCE_STEP_CHUNKS = 16
 _NO_COUNTS = {"gazetteer": 0, "ner": 0, "entities_created": 0, "spans_skipped": 0}
 
 
@@ -57,22 +65,27 @@ class Extraction:
     db: Database
     extractors: list[str]
     llm_graph: LLMGraphStep | None = None
+    sentences: EmbeddingExecutor | None = None  # embeds the chunks' sentences; None: no vectors
 
     async def __call__(self, tenant_id: UUID, payload: dict[str, Any]) -> dict[str, Any]:
         memory_id = UUID(payload["memory_id"])
         async with self.db.tenant_tx(tenant_id) as conn:
             language, chunks = await self._chunks(conn, tenant_id, memory_id)
-            if not chunks:
-                return {"skipped": "memory no longer exists"}
+        if not chunks:
+            return {"skipped": "memory no longer exists"}
+        vectors = await self._sentence_vectors(tenant_id, chunks, chunks)
+        async with self.db.tenant_tx(tenant_id) as conn:
             counts = dict(_NO_COUNTS)
             recognisers = build_recognisers(self.extractors, language or "")
             await self._scan(conn, tenant_id, memory_id, chunks, recognisers, counts)
+            await set_sentence_vectors(conn, tenant_id, vectors)
         if "llm" in self.extractors and self.llm_graph is not None:
             return counts | await self.llm_graph(tenant_id, memory_id)
         return counts
 
     async def step(self, job: JobRow, state: dict[str, Any]) -> JobStep:
-        """Scan the next ``STEP_CHUNKS`` chunks (the mentions of each step committed with it;
+        """Scan the next ``STEP_CHUNKS`` chunks (``SENTENCE_STEP_CHUNKS`` where it embeds their
+        sentences; the mentions and vectors of each step committed with it;
         a step repeated after a takeover adds nothing twice: mentions are unique per memory,
         entity and method), then the LLM graph extractor as a step of its own."""
         tenant_id, memory_id = job.tenant_id, UUID(job.payload["memory_id"])
@@ -89,11 +102,14 @@ class Extraction:
             return JobStep(done=True, result={"skipped": "memory no longer exists"})
         start = state["next"]
         if start < len(chunks):
-            end = min(len(chunks), start + STEP_CHUNKS)
+            size = STEP_CHUNKS if self.sentences is None else SENTENCE_STEP_CHUNKS
+            end = min(len(chunks), start + size)
+            vectors = await self._sentence_vectors(tenant_id, chunks, chunks[start:end])
             async with self.db.tenant_tx(tenant_id) as conn:
                 await self._scan(
                     conn, tenant_id, memory_id, chunks[start:end], state["recognisers"], counts
                 )
+                await set_sentence_vectors(conn, tenant_id, vectors)
             state["next"] = end
             llm_left = "llm" in self.extractors and self.llm_graph is not None
             if end < len(chunks) or llm_left:
@@ -102,6 +118,20 @@ class Extraction:
             return JobStep(done=True, result=counts)
         assert self.llm_graph is not None  # all scanned: the LLM graph extractor is left
         return JobStep(done=True, result=counts | await self.llm_graph(tenant_id, memory_id))
+
+    async def _sentence_vectors(
+        self,
+        tenant_id: UUID,
+        chunks: list[tuple[UUID | None, str]],
+        part: list[tuple[UUID | None, str]],
+    ) -> list[tuple[UUID, bytes]]:
+        """The sentence vectors of ``part`` of the memory's ``chunks`` (embedded before the
+        step's transaction opens); none without an embedder."""
+        if self.sentences is None:
+            return []
+        title = next((content for chunk_id, content in chunks if chunk_id is None), None)
+        texts = [(chunk_id, content) for chunk_id, content in part if chunk_id is not None]
+        return await chunk_sentence_vectors(self.sentences, str(tenant_id), title, texts)
 
     @staticmethod
     async def _chunks(

@@ -62,6 +62,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "stages_found",
     "cosine",
     "cosine_gap",
+    "sentence_cosine",
     "coverage",
     "coverage_gap",
     "coverage_plain",
@@ -140,6 +141,10 @@ def feature_matrix(data: RankingInput) -> np.ndarray:
     cosines = np.array([NAN if f is None or f.cosine is None else f.cosine for f in facts])
     put("cosine", cosines)
     put("cosine_gap", cosines - _nanmax(cosines))
+    # the question's best sentence in the chunk: a paragraph's one vector dilutes the sentence
+    # a question is about (the chunk's cosine where it has no sentence vectors)
+    put("sentence_cosine", [NAN if f is None or f.sentence_cosine is None else f.sentence_cosine
+                            for f in facts])  # fmt: skip
     coverages = np.array([_coverage(data.query_lexemes, f, weighted=True) for f in facts])
     put("coverage", coverages)
     put("coverage_gap", coverages - _nanmax(coverages))

@@ -86,4 +86,5 @@ def _host_facts(settings: Settings, models: ModelParts) -> HostFacts:
         llm_model=llm.model if llm else None,
         llm_configured=settings.models.llm_provider,
         llm_reason=models.llm_problem,
+        sentence_vectors=settings.ingest.sentence_vectors == "on",
     )

@@ -96,6 +96,7 @@ def build_workers(
         db,
         settings.extractor_list,
         LLMGraphExtraction(db, graph.service, tenant_model, settings.extraction_prompt),
+        sentences=models.embedder if settings.sentence_vectors == "on" else None,
     )
     worker = JobWorker(
         db,

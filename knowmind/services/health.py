@@ -47,6 +47,7 @@ class HostFacts:
     llm_model: str | None = None
     llm_configured: str = "none"  # KNOWMIND_LLM_PROVIDER
     llm_reason: str | None = None  # why there is none
+    sentence_vectors: bool = True  # the extraction job embeds each chunk's sentences
 
 
 class WarmUp:
@@ -228,6 +229,7 @@ class HealthService:
             "extraction": {
                 "extractors": extractors,
                 "llm": self._llm_extraction(),
+                "sentence_vectors": self.facts.sentence_vectors,
             },
             "llm": {
                 "active": self.facts.llm_provider != "none",

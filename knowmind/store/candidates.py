@@ -11,6 +11,7 @@ from uuid import UUID
 import numpy as np
 
 from knowmind.store.rows import ChunkHit
+from knowmind.store.sentences import best_sentence_cosine
 from knowmind.store.sql import Conn, fetch, vector_text
 
 __all__ = ["CandidateFacts", "candidate_facts", "memory_entities"]
@@ -22,12 +23,15 @@ class CandidateFacts:
     cosine: float | None  # None: no query embedding (or a chunk without one)
     matched_lexemes: frozenset[str]
     language: str | None = None  # the memory's content language, None when unknown
+    # the question's cosine to the chunk's closest sentence; its own cosine where the chunk has
+    # no sentence vectors (one sentence, or not extracted yet)
+    sentence_cosine: float | None = None
 
 
 _FACTS = (
     "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
     "m.created_at, c.kind, m.occurred_at, m.speaker, m.speaker_role, m.content_language, "
-    "{cosine} AS cosine, "
+    "{cosine} AS cosine, c.sentence_vectors, "
     "ARRAY(SELECT l FROM unnest(tsvector_to_array(c.tsv)) AS l "
     "WHERE l = ANY(CAST(:lexemes AS text[]))) AS matched "
     "FROM chunks c JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
@@ -56,14 +60,24 @@ async def candidate_facts(
     for row in rows:
         values = dict(row)
         cos, matched = values.pop("cosine"), values.pop("matched")
-        language = values.pop("content_language")
+        language, sentences = values.pop("content_language"), values.pop("sentence_vectors")
+        cosine_value = None if cos is None else float(cos)
         facts[row["chunk_id"]] = CandidateFacts(
             ChunkHit(**values),
-            None if cos is None else float(cos),
+            cosine_value,
             frozenset(matched or ()),
             language,
+            _sentence_cosine(sentences, embedding, cosine_value),
         )
     return facts
+
+
+def _sentence_cosine(
+    stored: bytes | None, embedding: np.ndarray | None, cosine: float | None
+) -> float | None:
+    if stored is None or embedding is None:
+        return cosine
+    return best_sentence_cosine(stored, embedding)
 
 
 async def memory_entities(

