@@ -316,3 +316,47 @@ def test_whether_a_memory_states_a_time_is_backfilled(empty_database_url):
     upgrade(url, "model-x", 8)
     rows = asyncio.run(_rows(url, "SELECT content, states_time FROM memories ORDER BY content"))
     assert rows == [("The kitchen is blue.", False), ("We moved here last May.", True)]
+
+
+async def _insert_memories_with_chunks(url: str) -> None:
+    """A memory of a long chunk and one of a short chunk, written before migration 0024."""
+    engine = make_engine(url, 1)
+    async with engine.begin() as conn:
+        tenant = await _bare_tenant(conn, "s", 8)
+        texts = ("Wir zogen im Mai um. Die Küche ist seitdem blau gestrichen.", "Ja.")
+        for n, content in enumerate(texts):
+            memory = await conn.scalar(
+                text(
+                    "INSERT INTO memories (tenant_id, content, content_sha256) "
+                    "VALUES (:tenant, :content, :sha) RETURNING id"
+                ),
+                {"tenant": tenant, "content": content, "sha": bytes([n]) * 32},
+            )
+            await conn.execute(
+                text(
+                    "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, language, "
+                    "embedding) VALUES (:tenant, :memory, 0, :content, 'german', "
+                    "CAST('[1,0,0,0,0,0,0,0]' AS vector))"
+                ),
+                {"tenant": tenant, "memory": memory, "content": content},
+            )
+    await engine.dispose()
+
+
+def test_the_memories_before_sentence_vectors_get_a_job_to_make_them(empty_database_url):
+    url = empty_database_url
+    upgrade(url, "model-x", 8)
+    downgrade(url, "0023")
+    asyncio.run(_insert_memories_with_chunks(url))
+    upgrade(url, "model-x", 8)
+    jobs = asyncio.run(
+        _rows(
+            url,
+            "SELECT j.kind, m.content FROM jobs j JOIN memories m "
+            "ON m.tenant_id = j.tenant_id AND CAST(m.id AS text) = j.payload ->> 'memory_id'",
+        )
+    )
+    # the one-sentence memory ("Ja.") has nothing to embed
+    assert jobs == [
+        ("embed_sentences", "Wir zogen im Mai um. Die Küche ist seitdem blau gestrichen.")
+    ]

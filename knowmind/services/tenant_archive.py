@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.db.engine import Database, scope_transaction
 from knowmind.db.migrate import known_revision, revision_of, schema_meta
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
+from knowmind.ingest.sentences import SENTENCE_JOB
 from knowmind.recall.timeframe import mentions_time
 from knowmind.services.audit import record
 from knowmind.services.auth import Principal
@@ -43,6 +44,7 @@ from knowmind.store.archive_records import (
 )
 from knowmind.store.rows import TenantRow
 from knowmind.store.search import MemoryFilters
+from knowmind.store.sentences import queue_sentence_jobs
 from knowmind.store.stats import analyze_recall_tables
 
 __all__ = ["ArchiveError", "ImportReport", "ImportTarget", "TenantArchiveService"]
@@ -143,6 +145,8 @@ class TenantArchiveService:
             if header.tenant.settings:
                 await tenant_store.update_tenant_settings(conn, tenant.id, header.tenant.settings)
             counts = await self._insert_all(conn, tenant.id, records)
+            # an archive carries no sentence vectors: the job worker makes them
+            await queue_sentence_jobs(conn, tenant.id, SENTENCE_JOB)
             detail: dict[str, Any] = {"format_version": FORMAT_VERSION, "counts": counts}
             detail["source_tenant"] = str(header.tenant.id)
             audit_id = await record(conn, who, "tenant.import", tenant.id, [tenant.id], detail)

@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["best_sentence_cosine", "pack_vectors", "set_sentence_vectors"]
+__all__ = ["best_sentence_cosine", "pack_vectors", "queue_sentence_jobs", "set_sentence_vectors"]
 
 
 def pack_vectors(vectors: np.ndarray) -> bytes:
@@ -42,3 +42,20 @@ async def set_sentence_vectors(
         ),
         {"t": tenant_id, "ids": [c for c, _ in vectors], "vectors": [b for _, b in vectors]},
     )
+
+
+async def queue_sentence_jobs(conn: AsyncConnection, tenant_id: UUID, job_kind: str) -> int:
+    """Queue a ``job_kind`` job for each of the tenant's memories with a chunk of several
+    sentences but no sentence vectors (under 40 characters a chunk holds at most one sentence
+    worth a vector); how many."""
+    result = await conn.execute(
+        text(
+            "INSERT INTO jobs (tenant_id, kind, payload) "
+            "SELECT :t, :kind, jsonb_build_object('memory_id', CAST(m.id AS text)) "
+            "FROM memories m WHERE m.tenant_id = :t AND EXISTS (SELECT 1 FROM chunks c "
+            "WHERE c.tenant_id = :t AND c.memory_id = m.id AND c.sentence_vectors IS NULL "
+            "AND length(c.content) >= 40)"
+        ),
+        {"t": tenant_id, "kind": job_kind},
+    )
+    return int(result.rowcount or 0)
