@@ -226,6 +226,7 @@ SCAN = (
     "edges",
     "mentions",
     "chunk_terms",
+    "chunk_sentences",
     "bm25_lexemes",
     "bm25_corpus",
 )

@@ -319,9 +319,11 @@ def test_whether_a_memory_states_a_time_is_backfilled(empty_database_url):
 
 
 async def _insert_memories_with_chunks(url: str) -> None:
-    """A memory of a long chunk and one of a short chunk, written before migration 0024."""
+    """A tenant with a memory of a long chunk and one of a short chunk, written before migration
+    0024, and a tenant without chunks."""
     engine = make_engine(url, 1)
     async with engine.begin() as conn:
+        await _bare_tenant(conn, "empty", 8)
         tenant = await _bare_tenant(conn, "s", 8)
         texts = ("Wir zogen im Mai um. Die Küche ist seitdem blau gestrichen.", "Ja.")
         for n, content in enumerate(texts):
@@ -343,7 +345,7 @@ async def _insert_memories_with_chunks(url: str) -> None:
     await engine.dispose()
 
 
-def test_the_memories_before_sentence_vectors_get_a_job_to_make_them(empty_database_url):
+def test_the_tenants_before_sentence_vectors_get_a_job_to_make_them(empty_database_url):
     url = empty_database_url
     upgrade(url, "model-x", 8)
     downgrade(url, "0023")
@@ -352,11 +354,8 @@ def test_the_memories_before_sentence_vectors_get_a_job_to_make_them(empty_datab
     jobs = asyncio.run(
         _rows(
             url,
-            "SELECT j.kind, m.content FROM jobs j JOIN memories m "
-            "ON m.tenant_id = j.tenant_id AND CAST(m.id AS text) = j.payload ->> 'memory_id'",
+            "SELECT t.name, j.kind, j.payload::text, j.status FROM jobs j "
+            "JOIN tenants t ON t.id = j.tenant_id",
         )
     )
-    # the one-sentence memory ("Ja.") has nothing to embed
-    assert jobs == [
-        ("embed_sentences", "Wir zogen im Mai um. Die Küche ist seitdem blau gestrichen.")
-    ]
+    assert jobs == [("s", "embed_sentences", "{}", "pending")]  # one for the tenant with chunks

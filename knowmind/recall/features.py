@@ -143,8 +143,7 @@ def feature_matrix(data: RankingInput) -> np.ndarray:
     put("cosine_gap", cosines - _nanmax(cosines))
     # the question's best sentence in the chunk: a paragraph's one vector dilutes the sentence
     # a question is about (the chunk's cosine where it has no sentence vectors)
-    put("sentence_cosine", [NAN if f is None or f.sentence_cosine is None else f.sentence_cosine
-                            for f in facts])  # fmt: skip
+    put("sentence_cosine", [_sentence_cosine(f) for f in facts])
     coverages = np.array([_coverage(data.query_lexemes, f, weighted=True) for f in facts])
     put("coverage", coverages)
     put("coverage_gap", coverages - _nanmax(coverages))
@@ -223,6 +222,13 @@ def _agreement(rankings: Mapping[str, Sequence[tuple[UUID, float]]]) -> float:
 def _is_question(text: str) -> bool:
     words = text.strip().lower().split()
     return bool(words) and (text.rstrip().endswith("?") or words[0] in QUESTION_WORDS)
+
+
+def _sentence_cosine(facts: CandidateFacts | None) -> float:
+    if facts is None:
+        return NAN
+    best = facts.sentence_cosine if facts.sentence_cosine is not None else facts.cosine
+    return NAN if best is None else best
 
 
 def _nanmax(values: np.ndarray) -> float:

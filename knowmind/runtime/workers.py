@@ -14,7 +14,7 @@ import structlog
 
 from knowmind.db.engine import Database
 from knowmind.ingest.extract import EXTRACT_JOB, Extraction
-from knowmind.ingest.sentences import SENTENCE_JOB
+from knowmind.ingest.sentences import SENTENCE_JOB, SentenceBackfill
 from knowmind.runtime.answers import AnswerParts
 from knowmind.runtime.graph import GraphParts
 from knowmind.runtime.ingest import IngestParts
@@ -104,12 +104,13 @@ def build_workers(
         db,
         {
             EXTRACT_JOB: extraction,
-            SENTENCE_JOB: Extraction(db, [], sentences=sentences),
+            # a worker with sentence vectors off leaves these jobs to one with them on
+            **({SENTENCE_JOB: SentenceBackfill(db, sentences)} if sentences else {}),
             INGEST_DOCUMENT_JOB: DocumentIngestJob(ingest.documents),
             SUMMARY_TREE_JOB: SummaryTreeJob(db, models.embedder, tenant_model),
         },
         signal=signal,
         poll_seconds=settings.job_poll_seconds,
-        long_kinds=(INGEST_DOCUMENT_JOB, SUMMARY_TREE_JOB),  # a lane of their own
+        long_kinds=(INGEST_DOCUMENT_JOB, SUMMARY_TREE_JOB, SENTENCE_JOB),  # a lane of their own
     )
     return WorkerParts(worker, graph.mirror, signal, Background())

@@ -44,7 +44,7 @@ from knowmind.store.archive_records import (
 )
 from knowmind.store.rows import TenantRow
 from knowmind.store.search import MemoryFilters
-from knowmind.store.sentences import queue_sentence_jobs
+from knowmind.store.sentences import queue_sentence_job
 from knowmind.store.stats import analyze_recall_tables
 
 __all__ = ["ArchiveError", "ImportReport", "ImportTarget", "TenantArchiveService"]
@@ -146,7 +146,7 @@ class TenantArchiveService:
                 await tenant_store.update_tenant_settings(conn, tenant.id, header.tenant.settings)
             counts = await self._insert_all(conn, tenant.id, records)
             # an archive carries no sentence vectors: the job worker makes them
-            await queue_sentence_jobs(conn, tenant.id, SENTENCE_JOB)
+            await queue_sentence_job(conn, tenant.id, SENTENCE_JOB)
             detail: dict[str, Any] = {"format_version": FORMAT_VERSION, "counts": counts}
             detail["source_tenant"] = str(header.tenant.id)
             audit_id = await record(conn, who, "tenant.import", tenant.id, [tenant.id], detail)

@@ -6,7 +6,9 @@ count of each kind. Each record's fields are the columns of its table, less ``te
 importing server sets its own) and columns the database computes (``chunks.tsv``,
 ``bm25_lexemes.reversed``). Not in an archive: api_tokens (secrets), jobs, graph_outbox, the
 BM25 statistics (chunk_terms, bm25_lexemes, bm25_corpus: rebuilt by triggers as the chunks are
-inserted) and the audit log (the server's record, not the tenant's data).
+inserted), the sentence vectors (chunk_sentences: the import queues the tenant's
+``embed_sentences`` job, which makes them again) and the audit log (the server's record, not the
+tenant's data).
 """
 
 from __future__ import annotations

@@ -23,19 +23,24 @@ class CandidateFacts:
     cosine: float | None  # None: no query embedding (or a chunk without one)
     matched_lexemes: frozenset[str]
     language: str | None = None  # the memory's content language, None when unknown
-    # the question's cosine to the chunk's closest sentence; its own cosine where the chunk has
-    # no sentence vectors (one sentence, or not extracted yet)
+    # the question's cosine to the chunk's closest sentence; None where the chunk has no sentence
+    # vectors (one sentence, or not made yet)
     sentence_cosine: float | None = None
 
 
 _FACTS = (
     "SELECT c.id AS chunk_id, c.memory_id, c.content, m.title, m.source, m.memory_type, "
     "m.created_at, c.kind, m.occurred_at, m.speaker, m.speaker_role, m.content_language, "
-    "{cosine} AS cosine, c.sentence_vectors, "
+    "{cosine} AS cosine, {sentences} AS sentence_vectors, "
     "ARRAY(SELECT l FROM unnest(tsvector_to_array(c.tsv)) AS l "
     "WHERE l = ANY(CAST(:lexemes AS text[]))) AS matched "
     "FROM chunks c JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
     "WHERE c.tenant_id = :tenant AND c.id = ANY(:ids)"
+)
+
+_SENTENCES = (
+    "(SELECT s.vectors FROM chunk_sentences s WHERE s.tenant_id = c.tenant_id "
+    "AND s.chunk_id = c.id)"
 )
 
 
@@ -49,35 +54,29 @@ async def candidate_facts(
     """{chunk id: its facts} for the chunks that still exist."""
     if not chunk_ids:
         return {}
-    cosine = "NULL::float8"
+    cosine, sentences = "NULL::float8", "NULL::bytea"
     params: dict[str, object] = {"tenant": tenant_id, "ids": list(chunk_ids)}
     if embedding is not None:
         cosine = "1 - (c.embedding <=> CAST(:embedding AS vector))"
+        sentences = _SENTENCES
         params["embedding"] = vector_text(embedding)
     params["lexemes"] = list(lexemes)
-    rows = await fetch(conn, _FACTS.format(cosine=cosine), params)
+    rows = await fetch(conn, _FACTS.format(cosine=cosine, sentences=sentences), params)
     facts = {}
     for row in rows:
         values = dict(row)
         cos, matched = values.pop("cosine"), values.pop("matched")
         language, sentences = values.pop("content_language"), values.pop("sentence_vectors")
-        cosine_value = None if cos is None else float(cos)
         facts[row["chunk_id"]] = CandidateFacts(
             ChunkHit(**values),
-            cosine_value,
+            None if cos is None else float(cos),
             frozenset(matched or ()),
             language,
-            _sentence_cosine(sentences, embedding, cosine_value),
+            None
+            if sentences is None or embedding is None
+            else best_sentence_cosine(sentences, embedding),
         )
     return facts
-
-
-def _sentence_cosine(
-    stored: bytes | None, embedding: np.ndarray | None, cosine: float | None
-) -> float | None:
-    if stored is None or embedding is None:
-        return cosine
-    return best_sentence_cosine(stored, embedding)
 
 
 async def memory_entities(

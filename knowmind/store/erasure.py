@@ -28,6 +28,7 @@ TENANT_TABLES = (
     "jobs",
     "mentions",
     "chunk_terms",
+    "chunk_sentences",
     "summary_nodes",
     "bm25_lexemes",
     "bm25_corpus",

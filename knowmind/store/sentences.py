@@ -1,16 +1,24 @@
-"""Each chunk's sentence vectors (``chunks.sentence_vectors``, migration 0024): float16 rows,
-one after the other, written by the extraction job and read with the ranker's short list."""
+"""Each chunk's sentence vectors (``chunk_sentences``, migration 0024): float16 rows, one after
+the other, written by the extraction job and read with the ranker's short list."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-__all__ = ["best_sentence_cosine", "pack_vectors", "queue_sentence_jobs", "set_sentence_vectors"]
+__all__ = [
+    "ChunkText",
+    "best_sentence_cosine",
+    "chunks_without_sentences",
+    "pack_vectors",
+    "queue_sentence_job",
+    "set_sentence_vectors",
+]
 
 
 def pack_vectors(vectors: np.ndarray) -> bytes:
@@ -21,10 +29,13 @@ def pack_vectors(vectors: np.ndarray) -> bytes:
     return np.ascontiguousarray(rows, dtype=np.float16).tobytes()
 
 
-def best_sentence_cosine(stored: bytes, query: np.ndarray) -> float:
-    """The question's (``query``) cosine to the chunk's closest sentence."""
-    rows = np.frombuffer(stored, dtype=np.float16).reshape(-1, len(query)).astype(np.float32)
+def best_sentence_cosine(stored: bytes, query: np.ndarray) -> float | None:
+    """The question's (``query``) cosine to the chunk's closest sentence; None where the stored
+    rows are not of the query's dimension."""
     q = np.asarray(query, dtype=np.float32)
+    if not q.size or len(stored) % (2 * q.size):
+        return None
+    rows = np.frombuffer(stored, dtype=np.float16).reshape(-1, q.size).astype(np.float32)
     return float((rows @ q).max() / max(float(np.linalg.norm(q)), 1e-12))
 
 
@@ -36,26 +47,50 @@ async def set_sentence_vectors(
         return
     await conn.execute(
         text(
-            "UPDATE chunks c SET sentence_vectors = v.vectors "
+            "INSERT INTO chunk_sentences (tenant_id, chunk_id, vectors) "
+            "SELECT :t, v.id, v.vectors "
             "FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS bytea[])) AS v (id, vectors) "
-            "WHERE c.tenant_id = :t AND c.id = v.id"
+            "JOIN chunks c ON c.tenant_id = :t AND c.id = v.id "
+            "ON CONFLICT (tenant_id, chunk_id) DO UPDATE SET vectors = excluded.vectors"
         ),
         {"t": tenant_id, "ids": [c for c, _ in vectors], "vectors": [b for _, b in vectors]},
     )
 
 
-async def queue_sentence_jobs(conn: AsyncConnection, tenant_id: UUID, job_kind: str) -> int:
-    """Queue a ``job_kind`` job for each of the tenant's memories with a chunk of several
-    sentences but no sentence vectors (under 40 characters a chunk holds at most one sentence
-    worth a vector); how many."""
+@dataclass(frozen=True, slots=True)
+class ChunkText:
+    id: UUID
+    content: str
+    title: str | None  # its memory's
+
+
+async def chunks_without_sentences(
+    conn: AsyncConnection, tenant_id: UUID, after: UUID | None, limit: int
+) -> list[ChunkText]:
+    """The tenant's next ``limit`` chunks (by id, after ``after``) of 40 characters or more
+    (shorter ones hold at most one sentence worth a vector) that have no sentence vectors."""
+    rows = await conn.execute(
+        text(
+            "SELECT c.id, c.content, m.title FROM chunks c "
+            "JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
+            "WHERE c.tenant_id = :t AND (CAST(:after AS uuid) IS NULL OR c.id > :after) "
+            "AND length(c.content) >= 40 AND NOT EXISTS (SELECT 1 FROM chunk_sentences s "
+            "WHERE s.tenant_id = :t AND s.chunk_id = c.id) ORDER BY c.id LIMIT :n"
+        ),
+        {"t": tenant_id, "after": after, "n": limit},
+    )
+    return [ChunkText(r.id, r.content, r.title) for r in rows]
+
+
+async def queue_sentence_job(conn: AsyncConnection, tenant_id: UUID, job_kind: str) -> bool:
+    """Queue the tenant's ``job_kind`` job (its chunks without sentence vectors, in steps)
+    unless one is waiting already; whether one was queued."""
     result = await conn.execute(
         text(
-            "INSERT INTO jobs (tenant_id, kind, payload) "
-            "SELECT :t, :kind, jsonb_build_object('memory_id', CAST(m.id AS text)) "
-            "FROM memories m WHERE m.tenant_id = :t AND EXISTS (SELECT 1 FROM chunks c "
-            "WHERE c.tenant_id = :t AND c.memory_id = m.id AND c.sentence_vectors IS NULL "
-            "AND length(c.content) >= 40)"
+            "INSERT INTO jobs (tenant_id, kind, payload) SELECT :t, :kind, CAST('{}' AS jsonb) "
+            "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :t AND kind = :kind "
+            "AND status = 'pending')"
         ),
         {"t": tenant_id, "kind": job_kind},
     )
-    return int(result.rowcount or 0)
+    return bool(result.rowcount)

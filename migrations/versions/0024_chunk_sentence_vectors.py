@@ -1,13 +1,18 @@
-"""Each chunk's sentence vectors (``chunks.sentence_vectors``).
+"""Each chunk's sentence vectors (``chunk_sentences``).
 
 A question usually matches one sentence of a paragraph; the paragraph's single embedding
 dilutes it. The extraction job embeds each sentence of a chunk of two or more sentences and
 stores the vectors here (float16, one row after the other); the ranker reads the question's
-best sentence match for the short list (``store.candidates``). NULL: a chunk of one sentence, or
-one the job has not reached yet (the ranker then reads the chunk's own cosine). The memories
-that exist get an ``embed_sentences`` job each (``ingest.sentences.SENTENCE_JOB``: the sentence
-vectors alone, no extraction again), which the job worker runs in the background, each tenant
-taking its turn.
+best sentence match for the short list (``store.candidates``). No row: a chunk of one sentence,
+or one not reached yet (the ranker then reads the chunk's own cosine).
+
+A table of its own, not a column of ``chunks``: writing a column of a chunk after its insert
+would write a new version of the wide row and new entries in every index on it (its HNSW graph
+included). Tenant isolation as for ``chunk_terms`` (derived rows without a user of their own,
+read only through the chunks a session sees).
+
+Every tenant with chunks gets one ``embed_sentences`` job (``ingest.sentences.SENTENCE_JOB``),
+which walks its chunks without vectors in steps, in the job worker's lane for long work.
 
 Revision ID: 0024
 Revises: 0023
@@ -25,16 +30,31 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.execute("ALTER TABLE chunks ADD COLUMN sentence_vectors bytea")
-    # a chunk under 40 characters holds at most one sentence worth a vector
+    op.execute(
+        """
+        CREATE TABLE chunk_sentences (
+          tenant_id uuid NOT NULL,
+          chunk_id uuid NOT NULL,
+          vectors bytea NOT NULL,
+          PRIMARY KEY (tenant_id, chunk_id),
+          FOREIGN KEY (tenant_id, chunk_id) REFERENCES chunks (tenant_id, id) ON DELETE CASCADE
+        )
+        """
+    )
+    op.execute("ALTER TABLE chunk_sentences ENABLE ROW LEVEL SECURITY")
+    op.execute(
+        "CREATE POLICY tenant_isolation ON chunk_sentences "
+        "USING (tenant_id = knowmind_current_tenant()) "
+        "WITH CHECK (tenant_id = knowmind_current_tenant())"
+    )
+    op.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON chunk_sentences TO knowmind_app")
     op.execute(
         "INSERT INTO jobs (tenant_id, kind, payload) "
-        "SELECT m.tenant_id, 'embed_sentences', jsonb_build_object('memory_id', CAST(m.id AS text)) "
-        "FROM memories m WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.tenant_id = m.tenant_id "
-        "AND c.memory_id = m.id AND length(c.content) >= 40)"
+        "SELECT t.id, 'embed_sentences', CAST('{}' AS jsonb) FROM tenants t "
+        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.tenant_id = t.id)"
     )
 
 
 def downgrade() -> None:
     op.execute("DELETE FROM jobs WHERE kind = 'embed_sentences'")
-    op.execute("ALTER TABLE chunks DROP COLUMN sentence_vectors")
+    op.execute("DROP TABLE chunk_sentences")
