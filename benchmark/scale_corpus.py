@@ -124,7 +124,7 @@ async def _create_tenant(conn: asyncpg.Connection, spec: TenantSpec) -> uuid.UUI
     )
 
 
-CHUNK_COLUMNS = ["tenant_id", "memory_id", "ordinal", "content", "language", "embedding"]
+CHUNK_COLUMNS = ["tenant_id", "id", "memory_id", "ordinal", "content", "language", "embedding"]
 
 
 async def _load_tenant(
@@ -137,7 +137,10 @@ async def _load_tenant(
         memory = uuid.uuid4()
         sha = hashlib.sha256(content.encode()).digest()
         memories.append((tenant, memory, content, sha, mentions_time(content)))
-        chunks.append((tenant, memory, 0, content, spec.language, vector, sentences, sources))
+        chunk = uuid.uuid4()
+        chunks.append(
+            (tenant, chunk, memory, 0, content, spec.language, vector, sentences, sources)
+        )
         used |= sources
     entity_ids = {source: uuid.uuid4() for source in sorted(used)}
     entities = [
@@ -155,12 +158,17 @@ async def _load_tenant(
     await conn.copy_records_to_table(
         "scale_chunks",
         records=[c[:7] for c in chunks],
-        columns=[*CHUNK_COLUMNS, "sentence_vectors"],
+        columns=CHUNK_COLUMNS,
     )
     await conn.execute(
-        "INSERT INTO chunks (tenant_id, memory_id, ordinal, content, language, embedding, "
-        "sentence_vectors) SELECT tenant_id, memory_id, ordinal, content, language::regconfig, "
-        "embedding, sentence_vectors FROM scale_chunks; TRUNCATE scale_chunks"
+        "INSERT INTO chunks (tenant_id, id, memory_id, ordinal, content, language, embedding) "
+        "SELECT tenant_id, id, memory_id, ordinal, content, language::regconfig, embedding "
+        "FROM scale_chunks; TRUNCATE scale_chunks"
+    )
+    await conn.copy_records_to_table(
+        "chunk_sentences",
+        records=[(c[0], c[1], c[7]) for c in chunks],
+        columns=["tenant_id", "chunk_id", "vectors"],
     )
     await conn.copy_records_to_table(
         "entities",
@@ -173,9 +181,9 @@ async def _load_tenant(
         columns=["tenant_id", "entity_id", "norm_name", "is_alias"],
     )
     mentions = [
-        (tenant, c[1], entity_ids[s], "gazetteer")
+        (tenant, c[2], entity_ids[s], "gazetteer")
         for c in chunks
-        for s in c[7]
+        for s in c[8]
         if entity_ids[s] in named
     ]
     await conn.copy_records_to_table(
@@ -202,8 +210,8 @@ async def bulk_load(
         )
         await conn.execute("DROP INDEX IF EXISTS chunks_embedding")
         await conn.execute(
-            "CREATE TEMP TABLE scale_chunks (tenant_id uuid, memory_id uuid, ordinal int, "
-            "content text, language text, embedding vector, sentence_vectors bytea)"
+            "CREATE TEMP TABLE scale_chunks (tenant_id uuid, id uuid, memory_id uuid, ordinal int, "
+            "content text, language text, embedding vector)"
         )
         await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         started = time.perf_counter()

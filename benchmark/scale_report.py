@@ -156,7 +156,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         "- Storage, MB per 1k rows (embedding + HNSW index): "
         + ", ".join(f"{k} {v}" for k, v in storage.items() if "(" in k)
         + f"; halfvec saves {storage['halfvec_saving_at_1024']:.0%} at 1024-d; a whole chunk "
-        "as deployed here (text, tsvector, vector, indexes): "
+        "as deployed here (text, tsvector, vector, sentence vectors, indexes): "
         f"{storage['chunks_table_as_deployed']}",
         f"- Ingest ({ingest['path']}): {ingest['ingest_memories_per_s']} memories/s vs the bare "
         f"embedder's {ingest['embedder_passages_per_s']} passages/s "

@@ -65,6 +65,7 @@ def test_packed_vectors_are_unit_rows_and_the_best_row_wins():
     assert best_sentence_cosine(packed, np.array([2.0, 0.0])) == 1.0
     assert abs((best_sentence_cosine(packed, np.array([0.0, 1.0])) or 0) - 0.8) < 1e-3
     assert best_sentence_cosine(packed, np.array([1.0, 0.0, 0.0])) is None  # another dimension
+    assert best_sentence_cosine(b"", np.array([1.0, 0.0])) is None  # a chunk of one sentence
 
 
 async def test_extraction_stores_each_sentence_vector(client, tenant, db, embedder):
@@ -78,7 +79,7 @@ async def test_extraction_stores_each_sentence_vector(client, tenant, db, embedd
     assert float(rows[2] @ expected) > 0.99  # the third row is the third sentence
 
     single = await _remember(client, tenant, "Anna leitet das Projekt Falke seit März.")
-    assert (await _chunk(db, tenant.id, single))[1] is None
+    assert (await _chunk(db, tenant.id, single))[1] == b""  # looked at: nothing to embed
 
 
 async def test_the_ranker_reads_the_best_sentence_not_the_paragraph(client, tenant, db, embedder):

@@ -104,8 +104,7 @@ def build_workers(
         db,
         {
             EXTRACT_JOB: extraction,
-            # a worker with sentence vectors off leaves these jobs to one with them on
-            **({SENTENCE_JOB: SentenceBackfill(db, sentences)} if sentences else {}),
+            SENTENCE_JOB: SentenceBackfill(db, sentences),
             INGEST_DOCUMENT_JOB: DocumentIngestJob(ingest.documents),
             SUMMARY_TREE_JOB: SummaryTreeJob(db, models.embedder, tenant_model),
         },

@@ -1,8 +1,10 @@
 """Each chunk's sentence vectors (``chunk_sentences``, migration 0024): float16 rows, one after
-the other, written by the extraction job and read with the ranker's short list."""
+the other (empty: a chunk of one sentence, looked at), written by the extraction job and read
+with the ranker's short list."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -30,10 +32,10 @@ def pack_vectors(vectors: np.ndarray) -> bytes:
 
 
 def best_sentence_cosine(stored: bytes, query: np.ndarray) -> float | None:
-    """The question's (``query``) cosine to the chunk's closest sentence; None where the stored
-    rows are not of the query's dimension."""
+    """The question's (``query``) cosine to the chunk's closest sentence; None where none is
+    stored (a chunk of one sentence: empty) or the rows are not of the query's dimension."""
     q = np.asarray(query, dtype=np.float32)
-    if not q.size or len(stored) % (2 * q.size):
+    if not stored or not q.size or len(stored) % (2 * q.size):
         return None
     rows = np.frombuffer(stored, dtype=np.float16).reshape(-1, q.size).astype(np.float32)
     return float((rows @ q).max() / max(float(np.linalg.norm(q)), 1e-12))
@@ -82,15 +84,18 @@ async def chunks_without_sentences(
     return [ChunkText(r.id, r.content, r.title) for r in rows]
 
 
-async def queue_sentence_job(conn: AsyncConnection, tenant_id: UUID, job_kind: str) -> bool:
-    """Queue the tenant's ``job_kind`` job (its chunks without sentence vectors, in steps)
-    unless one is waiting already; whether one was queued."""
+async def queue_sentence_job(
+    conn: AsyncConnection, tenant_id: UUID, job_kind: str, after: UUID | None = None
+) -> bool:
+    """Queue the tenant's ``job_kind`` job (its chunks without sentence vectors, in steps; from
+    the chunk id ``after`` on) unless one is waiting already; whether one was queued."""
+    payload = json.dumps({"after": str(after)} if after else {})
     result = await conn.execute(
         text(
-            "INSERT INTO jobs (tenant_id, kind, payload) SELECT :t, :kind, CAST('{}' AS jsonb) "
+            "INSERT INTO jobs (tenant_id, kind, payload) SELECT :t, :kind, CAST(:p AS jsonb) "
             "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE tenant_id = :t AND kind = :kind "
             "AND status = 'pending')"
         ),
-        {"t": tenant_id, "kind": job_kind},
+        {"t": tenant_id, "kind": job_kind, "p": payload},
     )
     return bool(result.rowcount)

@@ -13,6 +13,7 @@ __all__ = ["RECALL_TABLES", "analyze_recall_tables", "ping", "tenant_stats"]
 RECALL_TABLES = (
     "memories",
     "chunks",
+    "chunk_sentences",
     "chunk_terms",
     "bm25_lexemes",
     "bm25_corpus",
