@@ -10,7 +10,9 @@ import uuid
 import numpy as np
 from sqlalchemy import text
 
+from knowmind.ingest import sentences
 from knowmind.ingest.sentences import SENTENCE_JOB, sentences_of
+from knowmind.models.executor import EmbeddingExecutor
 from knowmind.store.candidates import candidate_facts
 from knowmind.store.sentences import best_sentence_cosine, pack_vectors, queue_sentence_job
 
@@ -135,3 +137,43 @@ async def test_the_embed_sentences_job_makes_what_is_missing(client, tenant, db)
     assert np.allclose(
         np.frombuffer(remade, np.float16), np.frombuffer(made, np.float16), atol=1e-2
     )
+
+
+async def test_a_backfill_hands_over_to_its_successor(client, tenant, db, embedder, monkeypatch):
+    """A backfill ends after ``JOB_STEPS`` steps and queues its successor from where it
+    stopped (the tenant's other long jobs take their turn between)."""
+    memories = [await _remember(client, tenant, PARAGRAPH + f" Band {n}.") for n in (1, 2)]
+    chunk_ids = sorted([(await _chunk(db, tenant.id, m))[0] for m in memories])
+    for chunk_id in chunk_ids:
+        await _forget_vectors(db, chunk_id)
+    monkeypatch.setattr(sentences, "JOB_STEPS", 1)
+    monkeypatch.setattr(sentences, "STEP_CHUNKS", 1)
+    executor = EmbeddingExecutor(embedder)
+    try:
+        backfill = sentences.SentenceBackfill(db, executor)
+        first = await backfill(uuid.UUID(tenant.id), {})
+        assert first == {"chunks": 1, "continued": True}
+        async with db.owner_tx() as conn:
+            successor = await conn.scalar(
+                text(
+                    "SELECT payload ->> 'after' FROM jobs WHERE tenant_id = :t "
+                    "AND kind = 'embed_sentences'"
+                ),
+                {"t": tenant.id},
+            )
+        assert successor == str(chunk_ids[0])
+        assert [await _has_vectors(db, c) for c in chunk_ids] == [True, False]
+        second = await backfill(uuid.UUID(tenant.id), {"after": successor})
+        assert second == {"chunks": 1, "continued": True}
+        assert [await _has_vectors(db, c) for c in chunk_ids] == [True, True]
+        assert await backfill(uuid.UUID(tenant.id), {"after": str(chunk_ids[1])}) == {"chunks": 0}
+    finally:
+        await executor.close()
+
+
+async def _has_vectors(db, chunk_id: uuid.UUID) -> bool:
+    async with db.owner_tx() as conn:
+        stored = await conn.scalar(
+            text("SELECT vectors FROM chunk_sentences WHERE chunk_id = :c"), {"c": chunk_id}
+        )
+    return bool(stored)
