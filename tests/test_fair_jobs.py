@@ -199,8 +199,14 @@ async def test_wait_is_bounded_by_its_timeout_and_answers_the_job_pending(settin
 @pytest.fixture(scope="module")
 async def runtime(settings, embedder) -> AsyncIterator[Runtime]:
     """A server's runtime with its job worker running (and no language model)."""
+    # sentence vectors off: this worker also takes the jobs other tests left in the shared
+    # database, whose sentence embedding would keep the process busy while it is measured for
+    # quiet after an erasure (tests/test_sentence_vectors.py covers them)
     own = settings.with_overrides(
-        job_poll_seconds=0.5, llm_provider="none", max_body_bytes=4 * 1024 * 1024
+        job_poll_seconds=0.5,
+        llm_provider="none",
+        max_body_bytes=4 * 1024 * 1024,
+        sentence_vectors="off",
     )
     started = await Runtime.start(own, embedder)
     started.start_workers()

@@ -176,7 +176,10 @@ class Extraction:
         recognisers: list[Recogniser],
         counts: dict[str, Any],
     ) -> None:
-        """Find and store the chunks' mentions, adding to ``counts``."""
+        """Find and store the chunks' mentions, adding to ``counts``; nothing where the memory
+        was erased since its chunks were read (its mentions would outlive it)."""
+        if not await memory_store.hold_memory(conn, tenant_id, memory_id):
+            return
         mentions: list[tuple[Any, ...]] = []
         for chunk_id, content in chunks:
             if "gazetteer" in self.extractors:

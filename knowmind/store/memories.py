@@ -27,6 +27,7 @@ __all__ = [
     "find_by_sha",
     "find_by_shas",
     "get_memory",
+    "hold_memory",
     "insert_memories",
     "insert_memory",
     "list_memories",
@@ -332,6 +333,16 @@ async def memory_ids_of_document(
         {"t": tenant_id, "d": document_id},
     )
     return list(rows.scalars())
+
+
+async def hold_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> bool:
+    """Whether the memory still exists, held (``FOR SHARE``) until the transaction ends: an
+    erasure (which locks it ``FOR UPDATE`` first) waits, or has already removed it."""
+    held = await conn.scalar(
+        text("SELECT 1 FROM memories WHERE tenant_id = :t AND id = :m FOR SHARE"),
+        {"t": tenant_id, "m": memory_id},
+    )
+    return held is not None
 
 
 async def memory_title(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> str | None:
