@@ -22,6 +22,7 @@ from knowmind.db.engine import Database
 from knowmind.errors import OverloadedError
 from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
 from knowmind.ingest.sentences import SENTENCE_JOB, chunk_sentence_vectors
+from knowmind.ingest.sentences import STEP_CHUNKS as SENTENCE_STEP_CHUNKS
 from knowmind.linking.gazetteer import find_known_entities
 from knowmind.linking.names import normalise_name
 from knowmind.models.executor import EmbeddingExecutor
@@ -55,9 +56,6 @@ def build_recognisers(extractors: list[str], language: str) -> list[Recogniser]:
 # Chunks scanned per step of a job: a large document's extraction takes turns with the other
 # tenants' jobs between steps (well under a second each on a small host).
 STEP_CHUNKS = 32
-# ... and when it embeds their sentences too: a step's embedding as long as a document
-# ingest step's (``services.document_jobs.STEP_CHUNKS``)
-SENTENCE_STEP_CHUNKS = 16
 _NO_COUNTS = {"gazetteer": 0, "ner": 0, "entities_created": 0, "spans_skipped": 0}
 
 

@@ -40,7 +40,9 @@ __all__ = ["SENTENCE_JOB", "SentenceBackfill", "chunk_sentence_vectors", "senten
 SENTENCE_JOB = "embed_sentences"
 MIN_SENTENCE_CHARS = 20  # shorter pieces (a heading, "Yes.") say too little on their own
 MAX_SENTENCES = 16  # per chunk (a chunk holds about 1,000 characters); the rest go without
-STEP_CHUNKS = 16  # chunks per step of the backfill (as a document ingest step embeds)
+# chunks per step whose sentences are embedded, here and in an extraction (as many as a
+# document ingest step embeds, ``services.document_jobs.STEP_CHUNKS``)
+STEP_CHUNKS = 16
 JOB_STEPS = 64  # steps of one backfill job before it hands over to its successor
 OVERLOADED_PAUSE_S = 1.0  # a step that found the embedder too busy waits this long
 
@@ -61,7 +63,7 @@ async def chunk_sentence_vectors(
     made = [(c, sentences) for c, sentences in split if sentences]
     vectors = (
         await embed_each(
-            embedder, [[passage_text(c.title, s) for s in ss] for c, ss in made], str(owner)
+            embedder, [[passage_text(c.title, s) for s in ss] for c, ss in made], owner
         )
         if made
         else []
