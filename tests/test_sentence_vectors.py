@@ -13,8 +13,14 @@ from sqlalchemy import text
 from knowmind.ingest import sentences
 from knowmind.ingest.sentences import SENTENCE_JOB, sentences_of
 from knowmind.models.executor import EmbeddingExecutor
+from knowmind.store import memories as memory_store
 from knowmind.store.candidates import candidate_facts
-from knowmind.store.sentences import best_sentence_cosine, pack_vectors, queue_sentence_job
+from knowmind.store.sentences import (
+    best_sentence_cosine,
+    pack_vectors,
+    queue_sentence_job,
+    set_sentence_vectors,
+)
 
 PARAGRAPH = (
     "Die Stadtbibliothek öffnet im Frühjahr einen neuen Lesesaal im Erdgeschoss. "
@@ -177,3 +183,30 @@ async def _has_vectors(db, chunk_id: uuid.UUID) -> bool:
             text("SELECT vectors FROM chunk_sentences WHERE chunk_id = :c"), {"c": chunk_id}
         )
     return bool(stored)
+
+
+async def test_vectors_for_a_chunk_being_deleted_are_skipped(client, tenant, db):
+    """A backfill step stores vectors for a chunk whose memory another transaction is deleting:
+    it waits for that deletion and skips the chunk (no foreign-key error fails the step)."""
+    memory_id = await _remember(client, tenant, PARAGRAPH)
+    chunk_id, _ = await _chunk(db, tenant.id, memory_id)
+    tenant_id = uuid.UUID(tenant.id)
+    async with db.owner.connect() as deleting:
+        await deleting.begin()
+        await memory_store.lock_memories(deleting, tenant_id, [uuid.UUID(memory_id)])
+        await memory_store.delete_memory(deleting, tenant_id, uuid.UUID(memory_id))
+
+        async def store() -> None:
+            async with db.owner_tx() as conn:
+                await set_sentence_vectors(conn, tenant_id, [(chunk_id, b"")])
+
+        storing = asyncio.create_task(store())
+        await asyncio.sleep(0.3)
+        assert not storing.done()  # it waits for the deletion
+        await deleting.commit()
+    await storing
+    async with db.owner_tx() as conn:
+        left = await conn.scalar(
+            text("SELECT count(*) FROM chunk_sentences WHERE chunk_id = :c"), {"c": chunk_id}
+        )
+    assert left == 0

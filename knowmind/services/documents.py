@@ -307,7 +307,9 @@ class DocumentService(MemoryWriter):
                 raise ConflictError(f"a document titled {title!r} is being uploaded right now")
             return document_id
         ontology = await self.graph.ontology(conn, tenant)
-        for memory_id in await memory_store.memory_ids_of_document(conn, tenant, existing.id):
+        memory_ids = await memory_store.memory_ids_of_document(conn, tenant, existing.id)
+        await memory_store.lock_memories(conn, tenant, memory_ids)
+        for memory_id in memory_ids:
             await remove_node_edges(conn, tenant, ontology, memory_id)
             await memory_store.delete_memory(conn, tenant, memory_id)  # chunks, mentions too
         await document_store.update_document(

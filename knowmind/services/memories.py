@@ -209,6 +209,7 @@ class MemoryService(MemoryWriter):
     async def delete(self, who: Principal, memory_id: UUID) -> int:
         tenant = tenant_of(who)
         async with self.db.tenant_tx(tenant, write=True) as conn:
+            await memory_store.lock_memories(conn, tenant, [memory_id])
             if who.user_id is not None:  # a shared memory: refused before its edges go
                 found = await memory_or_404(conn, tenant, memory_id)
                 refuse_unless_owner(who, found.user_id, "a memory")

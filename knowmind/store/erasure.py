@@ -9,6 +9,8 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from knowmind.store.memories import lock_memories
+
 __all__ = [
     "TENANT_TABLES",
     "delete_tenant",
@@ -90,10 +92,7 @@ async def erase_memories(
     }
     # Lock first: an extraction running concurrently must not add mentions (or entities)
     # after we looked; its inserts wait for this transaction and then fail on the gone rows.
-    await conn.execute(
-        text("SELECT id FROM memories WHERE tenant_id = :t AND id = ANY(:ids) FOR UPDATE"),
-        params,
-    )
+    await lock_memories(conn, tenant_id, memory_ids)
     touched = set((await conn.execute(_TOUCHED_ENTITIES, params)).scalars())
     removed = list((await conn.execute(_DELETE_EDGES, params)).scalars())
     job_ids = list((await conn.execute(_DELETE_JOBS, params)).scalars())

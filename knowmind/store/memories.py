@@ -31,6 +31,7 @@ __all__ = [
     "insert_memories",
     "insert_memory",
     "list_memories",
+    "lock_memories",
     "memory_title",
 ]
 
@@ -337,12 +338,27 @@ async def memory_ids_of_document(
 
 async def hold_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> bool:
     """Whether the memory still exists, held (``FOR SHARE``) until the transaction ends: an
-    erasure (which locks it ``FOR UPDATE`` first) waits, or has already removed it."""
+    deletion (which locks it first: ``lock_memories``) waits, or has already removed it."""
     held = await conn.scalar(
         text("SELECT 1 FROM memories WHERE tenant_id = :t AND id = :m FOR SHARE"),
         {"t": tenant_id, "m": memory_id},
     )
     return held is not None
+
+
+async def lock_memories(conn: AsyncConnection, tenant_id: UUID, memory_ids: Sequence[UUID]) -> None:
+    """Lock the memories (``FOR UPDATE``, in id order) before anything of theirs is deleted.
+
+    Every deletion takes the memory first, as the extraction job does (``hold_memory``): a
+    deletion that removed the chunks first and then waited for the memory held by a running
+    extraction, while that extraction waited to write a mention of one of those chunks, was a
+    deadlock (PostgreSQL aborted one of the two)."""
+    await conn.execute(
+        text(
+            "SELECT id FROM memories WHERE tenant_id = :t AND id = ANY(:ids) ORDER BY id FOR UPDATE"
+        ),
+        {"t": tenant_id, "ids": list(memory_ids)},
+    )
 
 
 async def memory_title(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> str | None:

@@ -44,15 +44,21 @@ def best_sentence_cosine(stored: bytes, query: np.ndarray) -> float | None:
 async def set_sentence_vectors(
     conn: AsyncConnection, tenant_id: UUID, vectors: Sequence[tuple[UUID, bytes]]
 ) -> None:
-    """Store each (chunk id, packed vectors); a chunk deleted meanwhile is skipped."""
+    """Store each (chunk id, packed vectors); a chunk deleted meanwhile is skipped.
+
+    The chunks are locked (``FOR KEY SHARE``, as the foreign key check would) before the
+    insert: one that a concurrent deletion removes is waited for and then left out, where the
+    foreign key check alone would fail the whole statement."""
     if not vectors:
         return
     await conn.execute(
         text(
+            "WITH live AS (SELECT c.id FROM chunks c WHERE c.tenant_id = :t "
+            "AND c.id = ANY(CAST(:ids AS uuid[])) ORDER BY c.id FOR KEY SHARE) "
             "INSERT INTO chunk_sentences (tenant_id, chunk_id, vectors) "
             "SELECT :t, v.id, v.vectors "
             "FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS bytea[])) AS v (id, vectors) "
-            "JOIN chunks c ON c.tenant_id = :t AND c.id = v.id "
+            "JOIN live ON live.id = v.id "
             "ON CONFLICT (tenant_id, chunk_id) DO UPDATE SET vectors = excluded.vectors"
         ),
         {"t": tenant_id, "ids": [c for c, _ in vectors], "vectors": [b for _, b in vectors]},
