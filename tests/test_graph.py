@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import text
 
 from knowmind.store import edges as edge_store
+from knowmind.store import entities as entity_store
 from knowmind.store import memories as memory_store
 from knowmind.store.sentences import set_sentence_vectors
-from tests.conftest import TenantAccess, count_rows, make_tenant, off_thread
+from tests.conftest import ADMIN_HEADERS, TenantAccess, count_rows, make_tenant, off_thread
 
 
 async def entity(client, tenant: TenantAccess, name: str, cls: str, **extra) -> str:
@@ -353,6 +354,29 @@ async def test_deleting_a_memory_while_its_extraction_writes(client, tenant, db)
     assert await count_rows(db, "mentions", tenant.id) == 0
     assert await count_rows(db, "chunk_sentences", tenant.id) == 0
     assert await count_rows(db, "memories", tenant.id) == 0
+
+
+async def test_erasing_a_tenant_while_an_extraction_writes(client, db):
+    """An extraction step holds its memory and creates an entity (whose foreign key needs the
+    tenant row) while the whole tenant is erased: the erasure waits for the step and then
+    removes everything (no deadlock)."""
+    tenant = await make_tenant(client)
+    stored = await client.post(
+        "/v1/memories?wait=true",
+        json={"content": "Projekt Nordwind startet im Herbst."},
+        headers=tenant.write,
+    )
+    memory_id, tenant_id = uuid.UUID(stored.json()["id"]), uuid.UUID(tenant.id)
+    async with db.owner.connect() as conn, conn.begin():  # the extraction step, part-way
+        assert await memory_store.hold_memory(conn, tenant_id, memory_id)
+        erasure = off_thread(client.delete(f"/v1/admin/tenants/{tenant.id}", headers=ADMIN_HEADERS))
+        await asyncio.sleep(0.5)  # the erasure is under way, waiting for what it needs
+        new = entity_store.NewEntity(name="Herbst", norm_name="herbst", entity_class="Topic")
+        await entity_store.insert_entity_if_missing(conn, tenant_id, new)
+    response = await erasure
+    assert response.status_code == 200, response.text
+    for table in ("memories", "chunks", "entities"):
+        assert await count_rows(db, table, tenant.id) == 0, table
 
 
 async def test_graph_is_isolated_between_tenants(client, tenant, other_tenant, db):

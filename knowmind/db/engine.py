@@ -18,7 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from knowmind.db.reader import ReadPool
 from knowmind.db.tenant_scope import set_tenant_sql, set_user_sql, user_of
 
-__all__ = ["APP_ROLE", "Database", "app_url_for", "normalise_url", "tenant_write_lock_key"]
+__all__ = [
+    "APP_ROLE",
+    "Database",
+    "app_url_for",
+    "normalise_url",
+    "take_tenant_write_lock",
+    "tenant_write_lock_key",
+]
 
 APP_ROLE = "knowmind_app"
 
@@ -112,10 +119,15 @@ async def scope_transaction(conn: AsyncConnection, tenant_id: UUID, *, write: bo
     if user is not None:
         await conn.execute(text(set_user_sql(user)))
     if write:
-        await conn.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": tenant_write_lock_key(tenant_id)},
-        )
+        await take_tenant_write_lock(conn, tenant_id)
+
+
+async def take_tenant_write_lock(conn: AsyncConnection, tenant_id: UUID) -> None:
+    """The tenant's write lock, held until the transaction ends."""
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+        {"key": tenant_write_lock_key(tenant_id)},
+    )
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from asyncpg.pgproto.pgproto import UUID as PgUUID  # type: ignore[import-untype
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.db.engine import tenant_write_lock_key
+from knowmind.db.engine import take_tenant_write_lock
 from knowmind.db.tenant_scope import user_of
 from knowmind.store.scalars import dict_rows, maybe_id, one_id
 from knowmind.store.sql import Conn, fetch, fetchrow
@@ -34,10 +34,7 @@ __all__ = [
 
 async def lock_tenant_graph(conn: AsyncConnection, tenant_id: UUID) -> None:
     """Serialise a tenant's graph writes so derived edges are computed from a complete view."""
-    await conn.execute(
-        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-        {"key": tenant_write_lock_key(tenant_id)},
-    )
+    await take_tenant_write_lock(conn, tenant_id)
 
 
 async def node_kinds(

@@ -9,7 +9,8 @@ from uuid import UUID
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from knowmind.store.memories import lock_memories
+from knowmind.db.engine import take_tenant_write_lock
+from knowmind.store.memories import lock_memories, lock_tenant_memories
 
 __all__ = [
     "TENANT_TABLES",
@@ -182,5 +183,12 @@ async def tenant_row_counts(conn: AsyncConnection, tenant_id: UUID) -> dict[str,
 
 
 async def delete_tenant(conn: AsyncConnection, tenant_id: UUID) -> None:
-    """The tenant row; its data goes with it (foreign keys ``ON DELETE CASCADE``)."""
+    """The tenant row; its data goes with it (foreign keys ``ON DELETE CASCADE``).
+
+    Locked first as every write of the tenant is (its write lock, then its memories and their
+    chunks): the cascade alone would take the tenant row before the memory rows, the reverse
+    of a running extraction step (it holds its memory, then needs the tenant row for a new
+    entity's foreign key), and the two would deadlock."""
+    await take_tenant_write_lock(conn, tenant_id)
+    await lock_tenant_memories(conn, tenant_id)
     await conn.execute(text("DELETE FROM tenants WHERE id = :t"), {"t": tenant_id})

@@ -32,6 +32,7 @@ __all__ = [
     "insert_memory",
     "list_memories",
     "lock_memories",
+    "lock_tenant_memories",
     "memory_title",
 ]
 
@@ -347,18 +348,33 @@ async def hold_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -
 
 
 async def lock_memories(conn: AsyncConnection, tenant_id: UUID, memory_ids: Sequence[UUID]) -> None:
-    """Lock the memories (``FOR UPDATE``, in id order) before anything of theirs is deleted.
+    """Lock the memories and then their chunks (``FOR UPDATE``, each in id order) before
+    anything of theirs is deleted.
 
-    Every deletion takes the memory first, as the extraction job does (``hold_memory``): a
-    deletion that removed the chunks first and then waited for the memory held by a running
-    extraction, while that extraction waited to write a mention of one of those chunks, was a
-    deadlock (PostgreSQL aborted one of the two)."""
+    Every deletion takes the memory first, as the extraction job does (``hold_memory``), and
+    the chunks in the order a sentence-vector write locks them (``set_sentence_vectors``): a
+    deletion that removed the chunks first and then waited for a memory held by a running
+    extraction, while that extraction waited to write for one of those chunks, deadlocked."""
+    params = {"t": tenant_id, "ids": list(memory_ids)}
     await conn.execute(
         text(
             "SELECT id FROM memories WHERE tenant_id = :t AND id = ANY(:ids) ORDER BY id FOR UPDATE"
         ),
-        {"t": tenant_id, "ids": list(memory_ids)},
+        params,
     )
+    await conn.execute(
+        text(
+            "SELECT id FROM chunks WHERE tenant_id = :t AND memory_id = ANY(:ids) "
+            "ORDER BY id FOR UPDATE"
+        ),
+        params,
+    )
+
+
+async def lock_tenant_memories(conn: AsyncConnection, tenant_id: UUID) -> None:
+    """``lock_memories`` for all of a tenant's memories (before the tenant is erased)."""
+    ids = await conn.execute(text("SELECT id FROM memories WHERE tenant_id = :t"), {"t": tenant_id})
+    await lock_memories(conn, tenant_id, list(ids.scalars()))
 
 
 async def memory_title(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> str | None:

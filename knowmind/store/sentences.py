@@ -58,7 +58,7 @@ async def set_sentence_vectors(
             "INSERT INTO chunk_sentences (tenant_id, chunk_id, vectors) "
             "SELECT :t, v.id, v.vectors "
             "FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS bytea[])) AS v (id, vectors) "
-            "JOIN live ON live.id = v.id "
+            "JOIN live ON live.id = v.id ORDER BY v.id "
             "ON CONFLICT (tenant_id, chunk_id) DO UPDATE SET vectors = excluded.vectors"
         ),
         {"t": tenant_id, "ids": [c for c, _ in vectors], "vectors": [b for _, b in vectors]},
