@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from knowmind.contract.limits import NAME_MAX_CHARS
 from knowmind.db.engine import Database
 from knowmind.errors import OverloadedError
-from knowmind.ingest.ner import Recogniser, RuleRecogniser, spacy_recogniser
+from knowmind.ingest.ner import Recogniser, RuleRecogniser, Span, spacy_recogniser
 from knowmind.ingest.sentences import SENTENCE_JOB, chunk_sentence_vectors
 from knowmind.ingest.sentences import STEP_CHUNKS as SENTENCE_STEP_CHUNKS
 from knowmind.linking.gazetteer import find_known_entities
@@ -179,6 +179,7 @@ class Extraction:
         if not await memory_store.hold_memory(conn, tenant_id, memory_id):
             return
         mentions: list[tuple[Any, ...]] = []
+        spans: list[tuple[UUID | None, Span]] = []
         for chunk_id, content in chunks:
             if "gazetteer" in self.extractors:
                 for hit in await find_known_entities(conn, tenant_id, content):
@@ -188,23 +189,17 @@ class Extraction:
                     counts["gazetteer"] += 1
             for recogniser in recognisers:
                 for span in recogniser.find(content):
-                    if not _nameable(span.text):
+                    if _nameable(span.text):
+                        spans.append((chunk_id, span))
+                    else:
                         counts["spans_skipped"] += 1
-                        continue
-                    entity_id, created = await _candidate(conn, tenant_id, span)
-                    counts["entities_created"] += created
-                    mentions.append(
-                        (
-                            memory_id,
-                            chunk_id,
-                            entity_id,
-                            "ner",
-                            span.confidence,
-                            span.start,
-                            span.end,
-                        )
-                    )
-                    counts["ner"] += 1
+        entity_of = await _candidates(conn, tenant_id, [span for _, span in spans], counts)
+        for chunk_id, span in spans:
+            entity_id = entity_of[(normalise_name(span.text), span.entity_class)]
+            mentions.append(
+                (memory_id, chunk_id, entity_id, "ner", span.confidence, span.start, span.end)
+            )
+            counts["ner"] += 1
         await edge_store.insert_mentions(conn, tenant_id, mentions)
 
 
@@ -215,7 +210,24 @@ def _nameable(text: str) -> bool:
     return len(text) <= NAME_MAX_CHARS and bool(normalise_name(text))
 
 
-async def _candidate(conn: AsyncConnection, tenant_id: UUID, span: Any) -> tuple[UUID, int]:
+async def _candidates(
+    conn: AsyncConnection, tenant_id: UUID, spans: list[Span], counts: dict[str, Any]
+) -> dict[tuple[str, str], UUID]:
+    """An entity for each (normalised name, class) of the spans, found or created in name order
+    (two extractions creating the same new names lock them in one order, never crosswise);
+    a name's classes in the order the text gives them."""
+    first: dict[tuple[str, str], Span] = {}
+    for span in spans:
+        first.setdefault((normalise_name(span.text), span.entity_class), span)
+    order = sorted(first, key=lambda key: key[0])  # stable: a name's classes keep text order
+    found: dict[tuple[str, str], UUID] = {}
+    for key in order:
+        found[key], created = await _candidate(conn, tenant_id, first[key])
+        counts["entities_created"] += created
+    return found
+
+
+async def _candidate(conn: AsyncConnection, tenant_id: UUID, span: Span) -> tuple[UUID, int]:
     """An entity for a recognised span: an existing one with that name (any class), else a new
     candidate of the recognised class."""
     norm = normalise_name(span.text)
