@@ -338,7 +338,7 @@ async def memory_ids_of_document(
 
 
 async def hold_memory(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> bool:
-    """Whether the memory still exists, held (``FOR SHARE``) until the transaction ends: an
+    """Whether the memory still exists, held (``FOR SHARE``) until the transaction ends: a
     deletion (which locks it first: ``lock_memories``) waits, or has already removed it."""
     held = await conn.scalar(
         text("SELECT 1 FROM memories WHERE tenant_id = :t AND id = :m FOR SHARE"),
@@ -373,8 +373,11 @@ async def lock_memories(conn: AsyncConnection, tenant_id: UUID, memory_ids: Sequ
 
 async def lock_tenant_memories(conn: AsyncConnection, tenant_id: UUID) -> None:
     """``lock_memories`` for all of a tenant's memories (before the tenant is erased)."""
-    ids = await conn.execute(text("SELECT id FROM memories WHERE tenant_id = :t"), {"t": tenant_id})
-    await lock_memories(conn, tenant_id, list(ids.scalars()))
+    for table in ("memories", "chunks"):
+        await conn.execute(
+            text(f"SELECT id FROM {table} WHERE tenant_id = :t ORDER BY id FOR UPDATE"),
+            {"t": tenant_id},
+        )
 
 
 async def memory_title(conn: AsyncConnection, tenant_id: UUID, memory_id: UUID) -> str | None:
