@@ -342,7 +342,8 @@ class IngestSettings:
         "on",
         "`on`: the extraction job embeds each sentence of a chunk of several (the ranker's "
         "`sentence_cosine`); about doubles the embedding work per memory, off the write path. "
-        "`off`: none are made (the ranker reads the chunk's cosine instead)",
+        "`off`: none are made (the ranker reads the chunk's cosine instead); switched on later, "
+        "`knowmind tenant sentences` queues the vectors of what was written meanwhile",
     )
     job_poll_seconds: float = _setting(1.0, "Job worker poll interval")
     async_document_chunks: int = _setting(

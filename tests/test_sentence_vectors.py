@@ -10,6 +10,7 @@ import uuid
 import numpy as np
 from sqlalchemy import text
 
+from knowmind import cli
 from knowmind.ingest import sentences
 from knowmind.ingest.sentences import SENTENCE_JOB, sentences_of
 from knowmind.models.executor import EmbeddingExecutor
@@ -210,3 +211,34 @@ async def test_vectors_for_a_chunk_being_deleted_are_skipped(client, tenant, db)
             text("SELECT count(*) FROM chunk_sentences WHERE chunk_id = :c"), {"c": chunk_id}
         )
     assert left == 0
+
+
+async def test_tenant_sentences_queues_the_backfill_of_what_has_none(
+    client, tenant, db, settings, monkeypatch, capsys
+):
+    """``knowmind tenant sentences`` (after switching sentence vectors on): it counts the
+    tenant's chunks without vectors, queues the job once, and the server's worker makes them."""
+    monkeypatch.setattr(cli, "configure_logging", lambda *_: None)
+    monkeypatch.setenv("KNOWMIND_DATABASE_URL", settings.database.database_url)
+    memory = await _remember(client, tenant, PARAGRAPH)
+    chunk_id, made = await _chunk(db, tenant.id, memory)
+    assert made
+
+    def sentences_command() -> str:
+        assert cli.main(["tenant", "sentences", "--tenant", tenant.id]) == 0
+        return capsys.readouterr().out
+
+    out = await asyncio.to_thread(sentences_command)
+    assert f"tenant {tenant.id}: 0 chunks without sentence vectors, nothing missing" in out
+    await _forget_vectors(db, chunk_id)
+    out = await asyncio.to_thread(sentences_command)
+    assert f"tenant {tenant.id}: 1 chunks without sentence vectors, job queued" in out
+    out = await asyncio.to_thread(sentences_command)
+    assert "1 chunks without sentence vectors, a job is waiting already" in out
+    await _remember(client, tenant, "Ein Schreiben weckt den Job-Worker des Servers.")
+    for _ in range(100):
+        if await _has_vectors(db, chunk_id):
+            break
+        await asyncio.sleep(0.1)
+    remade = (await _chunk(db, tenant.id, memory))[1]
+    assert remade is not None and len(remade) == len(made)

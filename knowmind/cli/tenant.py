@@ -1,5 +1,5 @@
-"""``knowmind tenant create | list`` (and ``export | import``, in ``tenant_archive``): tenants
-on the database, beside a running server or without one."""
+"""``knowmind tenant create | list | sentences`` (and ``export | import``, in
+``tenant_archive``): tenants on the database, beside a running server or without one."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import sys
 import msgspec
 
 from knowmind.cli import tenant_archive
-from knowmind.cli.common import Subparsers, command_group, on_admin
+from knowmind.cli.common import TENANT_HELP, Subparsers, command_group, on_admin
 from knowmind.errors import ConflictError
-from knowmind.services.admin import AdminService
+from knowmind.services.admin import AdminService, Backfill
 from knowmind.settings import Settings
 from knowmind.store.rows import TenantRow
 
-__all__ = ["add_parser", "cmd_tenant_create", "cmd_tenant_list"]
+__all__ = ["add_parser", "cmd_tenant_create", "cmd_tenant_list", "cmd_tenant_sentences"]
 
 
 def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -70,6 +70,34 @@ def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tenant_sentences(settings: Settings, args: argparse.Namespace) -> int:
+    """Queue the sentence-vector backfill of one tenant (``--tenant``) or of every tenant."""
+
+    async def backfill(admin: AdminService) -> list[Backfill]:
+        if args.tenant:
+            tenants = [await admin.find_tenant(args.tenant)]
+        else:
+            tenants = await admin.list_tenants()
+        return [await admin.backfill_sentences(t.id) for t in tenants]
+
+    for result in on_admin(settings, backfill):
+        if result.queued:
+            state = "job queued"
+        elif result.missing:
+            state = "a job is waiting already"
+        else:
+            state = "nothing missing"
+        missing = f"{result.missing} chunks without sentence vectors"
+        print(f"tenant {result.tenant_id}: {missing}, {state}")
+    if settings.ingest.sentence_vectors != "on":
+        print(
+            "note: KNOWMIND_SENTENCE_VECTORS is off: the workers leave the jobs waiting until it "
+            "is on",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def _line(row: TenantRow) -> str:
     return f"tenant {row.id} name={row.name} language={row.language}"
 
@@ -90,4 +118,11 @@ def add_parser(sub: Subparsers) -> None:
     listing = tenant.add_parser("list", help="list the tenants (id, name, language, created)")
     listing.add_argument("--json", action="store_true", help="a JSON array, one object each")
     listing.set_defaults(fn=cmd_tenant_list)
+    sentences = tenant.add_parser(
+        "sentences",
+        help="queue the sentence vectors of chunks that have none (after switching "
+        "KNOWMIND_SENTENCE_VECTORS on): the job worker makes them",
+    )
+    sentences.add_argument("--tenant", help=f"{TENANT_HELP} (default: every tenant)")
+    sentences.set_defaults(fn=cmd_tenant_sentences)
     tenant_archive.add_parsers(tenant)

@@ -7,20 +7,32 @@ from uuid import UUID
 
 from knowmind.db.engine import Database
 from knowmind.errors import ConflictError, InvalidInputError, NotFoundError
+from knowmind.ingest.sentences import SENTENCE_JOB
 from knowmind.services.audit import record
 from knowmind.services.auth import SCOPES, Principal, hash_token, new_token
 from knowmind.store import tenants as tenant_store
 from knowmind.store import tokens as token_store
 from knowmind.store.rows import TenantRow, TokenRow
+from knowmind.store.sentences import count_chunks_without_sentences, queue_sentence_job
 from knowmind.store.stats import analyze_recall_tables
 
-__all__ = ["AdminService", "IssuedToken", "TenantRow", "find_tenant"]
+__all__ = ["AdminService", "Backfill", "IssuedToken", "TenantRow", "find_tenant"]
 
 
 @dataclass(frozen=True, slots=True)
 class IssuedToken:
     row: TokenRow
     token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """A tenant's sentence-vector backfill: the chunks still without vectors, and whether a job
+    was queued for them (False: none missing, or a job waits already)."""
+
+    tenant_id: UUID
+    missing: int
+    queued: bool
 
 
 class AdminService:
@@ -57,6 +69,15 @@ class AdminService:
         """Planner statistics for the recall tables, after a bulk import."""
         async with self.db.owner_tx() as conn:
             await analyze_recall_tables(conn)
+
+    async def backfill_sentences(self, tenant_id: UUID) -> Backfill:
+        """Queue the tenant's ``embed_sentences`` job when some of its chunks have no sentence
+        vectors (written while ``KNOWMIND_SENTENCE_VECTORS`` was off, or deferred): the job
+        worker makes them in steps, the tenant's other jobs taking their turns between."""
+        async with self.db.owner_tx() as conn:
+            missing = await count_chunks_without_sentences(conn, tenant_id)
+            queued = missing > 0 and await queue_sentence_job(conn, tenant_id, SENTENCE_JOB)
+        return Backfill(tenant_id, missing, queued)
 
     async def get_tenant(self, tenant_id: UUID) -> TenantRow:
         async with self.db.owner_tx() as conn:

@@ -17,6 +17,7 @@ __all__ = [
     "ChunkText",
     "best_sentence_cosine",
     "chunks_without_sentences",
+    "count_chunks_without_sentences",
     "pack_vectors",
     "queue_sentence_job",
     "set_sentence_vectors",
@@ -88,6 +89,19 @@ async def chunks_without_sentences(
         {"t": tenant_id, "after": after, "n": limit},
     )
     return [ChunkText(r.id, r.content, r.title) for r in rows]
+
+
+async def count_chunks_without_sentences(conn: AsyncConnection, tenant_id: UUID) -> int:
+    """How many of the tenant's chunks ``chunks_without_sentences`` would still walk."""
+    count = await conn.scalar(
+        text(
+            "SELECT count(*) FROM chunks c WHERE c.tenant_id = :t AND length(c.content) >= 40 "
+            "AND NOT EXISTS (SELECT 1 FROM chunk_sentences s "
+            "WHERE s.tenant_id = :t AND s.chunk_id = c.id)"
+        ),
+        {"t": tenant_id},
+    )
+    return int(count or 0)
 
 
 async def queue_sentence_job(
