@@ -379,6 +379,66 @@ async def test_erasing_a_tenant_while_an_extraction_writes(client, db):
         assert await count_rows(db, table, tenant.id) == 0, table
 
 
+async def test_an_entity_linked_while_its_last_memory_is_erased_stays(client, tenant, db):
+    """An erasure removes the entities only the erased memory mentioned, while an extraction
+    step links one of them to another memory: the erasure waits for the step, sees the new
+    mention, and keeps the entity and that mention (its cascade removed them before)."""
+    erased = await client.post(
+        "/v1/memories?wait=true",
+        json={
+            "content": "Ilse Quandtmann kann Buchhaltung.",
+            "relations": [
+                {
+                    "predicate": "HAS_SKILL",
+                    "subject": "Ilse Quandtmann",
+                    "subject_class": "Person",
+                    "object": "Buchhaltung",
+                    "object_class": "Skill",
+                }
+            ],
+        },
+        headers=tenant.write,
+    )
+    kept = await client.post(
+        "/v1/memories?wait=true",
+        json={"content": "Die Kantine öffnet um zwölf."},
+        headers=tenant.write,
+    )
+    tenant_id, kept_id = uuid.UUID(tenant.id), uuid.UUID(kept.json()["id"])
+    async with db.owner_tx() as conn:
+        skill = await conn.scalar(
+            text("SELECT id FROM entities WHERE tenant_id = :t AND name = 'Buchhaltung'"),
+            {"t": tenant_id},
+        )
+    async with db.owner.connect() as conn, conn.begin():  # the extraction step of `kept`
+        assert await memory_store.hold_memory(conn, tenant_id, kept_id)
+        mention = (kept_id, None, skill, "gazetteer", 0.9, None, None)
+        assert await edge_store.insert_mentions(conn, tenant_id, [mention]) == 1
+        erasure = off_thread(
+            client.delete(f"/v1/memories/{erased.json()['id']}?erase=true", headers=tenant.write)
+        )
+        await asyncio.sleep(0.5)  # the erasure is under way, waiting for the entity
+    receipt = await erasure
+    assert receipt.status_code == 200, receipt.text
+    async with db.owner_tx() as conn:
+        left = await conn.scalar(
+            text(
+                "SELECT count(*) FROM mentions WHERE tenant_id = :t AND memory_id = :m "
+                "AND entity_id = :e"
+            ),
+            {"t": tenant_id, "m": kept_id, "e": skill},
+        )
+        names = set(
+            (
+                await conn.execute(
+                    text("SELECT name FROM entities WHERE tenant_id = :t"), {"t": tenant_id}
+                )
+            ).scalars()
+        )
+    assert left == 1
+    assert "Buchhaltung" in names and "Ilse Quandtmann" not in names
+
+
 async def test_graph_is_isolated_between_tenants(client, tenant, other_tenant, db):
     from sqlalchemy import text
 

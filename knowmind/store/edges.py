@@ -198,9 +198,11 @@ async def insert_mentions(
     conn: AsyncConnection, tenant_id: UUID, mentions: Sequence[tuple[Any, ...]]
 ) -> int:
     """Rows of (memory, chunk | None, entity, method, confidence, start, end); duplicates of
-    (memory, entity, method) are ignored."""
+    (memory, entity, method) are ignored. Inserted in entity id order: each row's foreign key
+    holds its entity, and an erasure locks the entities it may remove in the same order."""
     if not mentions:
         return 0
+    mentions = sorted(mentions, key=lambda row: (str(row[2]), str(row[0])))
     result = await conn.execute(
         text(
             "INSERT INTO mentions (tenant_id, memory_id, chunk_id, entity_id, method, confidence, "

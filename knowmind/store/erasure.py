@@ -144,7 +144,24 @@ async def erase_orphan_entities(
     the entities API) and now without mentions or hand-made edges. Returns (entities, edges)."""
     if not candidates:
         return 0, 0
-    params = {"t": tenant_id, "ids": list(candidates)}
+    params: dict[str, Any] = {"t": tenant_id, "ids": sorted(candidates)}
+    # Locked before they are checked, in id order (as ``edges.insert_mentions`` takes them): a
+    # mention another transaction has just written holds its entity until that commits, and the
+    # check, a statement of its own, then sees it; one written later waits for this erasure and
+    # fails on the foreign key (its job retries). Checked without the lock, an entity a running
+    # extraction had just linked to another memory looked orphaned, and its deletion's cascade
+    # took that memory's mention with it.
+    params["ids"] = list(
+        (
+            await conn.execute(
+                text(
+                    "SELECT id FROM entities WHERE tenant_id = :t AND id = ANY(:ids) "
+                    "AND origin <> 'api' ORDER BY id FOR UPDATE"
+                ),
+                params,
+            )
+        ).scalars()
+    )
     orphans = list(
         (
             await conn.execute(
