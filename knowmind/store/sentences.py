@@ -73,6 +73,14 @@ class ChunkText:
     title: str | None  # its memory's
 
 
+# A chunk ``c`` of the tenant that may hold sentences worth vectors (40 characters or more:
+# shorter ones hold at most one) and has none stored yet: what the backfill walks and counts.
+_WITHOUT_SENTENCES = (
+    "c.tenant_id = :t AND length(c.content) >= 40 AND NOT EXISTS (SELECT 1 FROM "
+    "chunk_sentences s WHERE s.tenant_id = :t AND s.chunk_id = c.id)"
+)
+
+
 async def chunks_without_sentences(
     conn: AsyncConnection, tenant_id: UUID, after: UUID | None, limit: int
 ) -> list[ChunkText]:
@@ -82,9 +90,8 @@ async def chunks_without_sentences(
         text(
             "SELECT c.id, c.content, m.title FROM chunks c "
             "JOIN memories m ON m.tenant_id = c.tenant_id AND m.id = c.memory_id "
-            "WHERE c.tenant_id = :t AND (CAST(:after AS uuid) IS NULL OR c.id > :after) "
-            "AND length(c.content) >= 40 AND NOT EXISTS (SELECT 1 FROM chunk_sentences s "
-            "WHERE s.tenant_id = :t AND s.chunk_id = c.id) ORDER BY c.id LIMIT :n"
+            f"WHERE {_WITHOUT_SENTENCES} AND (CAST(:after AS uuid) IS NULL OR c.id > :after) "
+            "ORDER BY c.id LIMIT :n"
         ),
         {"t": tenant_id, "after": after, "n": limit},
     )
@@ -94,11 +101,7 @@ async def chunks_without_sentences(
 async def count_chunks_without_sentences(conn: AsyncConnection, tenant_id: UUID) -> int:
     """How many of the tenant's chunks ``chunks_without_sentences`` would still walk."""
     count = await conn.scalar(
-        text(
-            "SELECT count(*) FROM chunks c WHERE c.tenant_id = :t AND length(c.content) >= 40 "
-            "AND NOT EXISTS (SELECT 1 FROM chunk_sentences s "
-            "WHERE s.tenant_id = :t AND s.chunk_id = c.id)"
-        ),
+        text(f"SELECT count(*) FROM chunks c WHERE {_WITHOUT_SENTENCES}"),
         {"t": tenant_id},
     )
     return int(count or 0)
